@@ -1,0 +1,328 @@
+"""Dataclass configuration, YAML files in `configs/`, and `--set key=value` overrides.
+
+A config is a `DensecodeConfig` made of section dataclasses. YAML files mirror the
+sections (`train: {lr: 1e-6}`); a file may start from another with `base: other.yaml`
+(path relative to the file). Overrides use dotted keys: `--set train.lr=1e-6`,
+values parsed as YAML scalars/lists. Unknown keys and wrong types raise
+`ConfigError` naming the key and the file (or `--set`).
+
+Sections are owned by the modules that use them; adding a field is adding it to
+the dataclass here with a default and a comment saying why that default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from densecode.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass
+class ModelConfig:
+    # "densecode-tiny" is the embedded offline default; any local dir or hub id works.
+    name_or_path: str = "densecode-tiny"
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on GPUs that support it, else fp32)
+    trust_remote_code: bool = False
+    gradient_checkpointing: bool = False
+    # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
+    value_model: str = "shared"
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    # Names follow Llama/Qwen; GPT-2 style models use c_attn/c_proj/c_fc.
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+@dataclass
+class GenerationConfig:
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = 0
+    grammar: str = "off"  # off | check | constrain (SynCode logits processor)
+    stop: list[str] = field(default_factory=list)
+    batch_size: int = 16
+    # Penalty added to the last token of a response that ended without EOS/stop (0 disables).
+    missing_eos_penalty: float = 0.0
+
+
+@dataclass
+class RewardConfig:
+    mode: str = "dense"  # dense | sparse (same components summed onto the last token)
+    code_regions: str = "auto"  # auto | completion | fenced
+    weights: dict[str, float] = field(default_factory=lambda: {"syntax": 0.1, "lint": 0.1, "sim": 0.8, "kl": 0.9})
+    # Per-component options, e.g. {"tests": {"fail_penalty": -0.3}, "syntax": {"source": "python"}}.
+    components: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "ppo"  # ppo | grpo
+    # PPO (reference settings from method.md §1)
+    gamma: float = 1.0
+    lam: float = 0.95
+    ppo_epochs: int = 4
+    num_minibatches: int = 1
+    grad_accum_steps: int = 1
+    clip_eps: float = 0.2
+    clip_eps_high: float = 0.2  # GRPO clip-higher sets this to 0.28
+    value_clip: float = 0.3
+    vf_coef: float = 1.0
+    ent_coef: float = 0.0
+    max_grad_norm: float = 1.0
+    whiten_advantages: bool = True
+    kl_estimator: str = "k3"  # k1 | k3
+    kl_coef: float = 0.05
+    adaptive_kl: bool = False
+    target_kl: float = 6.0
+    kl_horizon: int = 10000
+    # GRPO
+    group_size: int = 8
+    loss_aggregation: str = "token"  # token (DAPO) | sequence
+    truncation_masking: str = "conditional"  # conditional | all | none
+    truncation_rho: float = 0.3
+    repetition_window: int = 128
+    dense_in_grpo: bool = False
+    dense_in_grpo_scale: float = 0.5
+    temperature_schedule: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainingConfig:
+    steps: int = 100
+    batch_size: int = 16  # prompts per step (PPO) / groups per step (GRPO)
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    seed: int = 0
+    output_dir: str = "runs/densecode"
+    save_every: int = 50
+    eval_every: int = 25
+    eval_tasks: int = 64
+    log_every: int = 1
+    mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
+    num_threads: int = 0  # torch CPU threads; 0 = leave torch's default
+
+
+@dataclass
+class DensecodeConfig:
+    domain: str = "robotics"  # robotics | code | <custom sim domain>
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    train: TrainingConfig = field(default_factory=TrainingConfig)
+    # Task source options (domain-specific): e.g. {"path": "tasks.jsonl"} or {"simulator": "module:Class"}.
+    tasks: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- type checking
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
+    """Return `value` as type `tp` or raise ConfigError naming key and source."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key, source)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{source}: key '{key}' expects {_type_name(tp)}, got {value!r}")
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{source}: key '{key}' expects a list, got {type(value).__name__} {value!r}")
+        (item_tp,) = args or (Any,)
+        return [_coerce(v, item_tp, f"{key}[{i}]", source) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: key '{key}' expects a mapping, got {type(value).__name__} {value!r}")
+        k_tp, v_tp = args or (Any, Any)
+        return {_coerce(k, k_tp, key, source): _coerce(v, v_tp, f"{key}.{k}", source) for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{source}: key '{key}' expects true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{source}: key '{key}' expects an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "1e-6" as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{source}: key '{key}' expects a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{source}: key '{key}' expects a string, got {value!r}")
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{source}: key '{key}' expects {_type_name(tp)}, got {value!r}")
+    return value
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _apply(obj: Any, data: dict, source: str, prefix: str = "") -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: section '{prefix.rstrip('.') or '<top>'}' must be a mapping, got {data!r}")
+    types_ = _field_types(type(obj))
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in types_:
+            known = ", ".join(sorted(types_))
+            raise ConfigError(f"{source}: unknown key '{full}' (known keys here: {known})")
+        tp = types_[key]
+        if dataclasses.is_dataclass(tp):
+            _apply(getattr(obj, key), value, source, prefix=f"{full}.")
+        else:
+            setattr(obj, key, _coerce(value, tp, full, source))
+
+
+def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]]:
+    """The layers of a YAML config, base first: [(mapping, source-name), ...]."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path} (pass an existing YAML file, e.g. configs/robotics.yaml)")
+    if path.resolve() in seen:
+        raise ConfigError(f"{path}: 'base' chain loops back to itself")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    layers: list[tuple[dict, str]] = []
+    base = data.pop("base", None)
+    if base is not None:
+        layers += _read_yaml((path.parent / str(base)), seen + (path.resolve(),))
+    layers.append((data, str(path)))
+    return layers
+
+
+def resolve_config_path(name: str | Path) -> Path:
+    """A path as given, or a bare name found in the project's `configs/` (e.g. 'robotics')."""
+    path = Path(name)
+    if path.exists():
+        return path
+    for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return path
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.lr=1e-6")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def _nest(key: str, value: Any) -> dict:
+    out: Any = value
+    for part in reversed(key.split(".")):
+        out = {part: out}
+    return out
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    base: DensecodeConfig | None = None,
+) -> DensecodeConfig:
+    """Defaults ← YAML file (and its `base` chain) ← `--set` overrides."""
+    cfg = base if base is not None else DensecodeConfig()
+    if path is not None:
+        for data, source in _read_yaml(resolve_config_path(path)):
+            _apply(cfg, data, source)
+    for text in overrides or []:
+        key, value = parse_override(text)
+        _apply(cfg, _nest(key, value), f"--set {text}")
+    validate(cfg)
+    return cfg
+
+
+_CHOICES = {
+    "generation.grammar": ("off", "check", "constrain"),
+    "reward.mode": ("dense", "sparse"),
+    "reward.code_regions": ("auto", "completion", "fenced"),
+    "algo.name": ("ppo", "grpo"),
+    "algo.kl_estimator": ("k1", "k3"),
+    "algo.loss_aggregation": ("token", "sequence"),
+    "algo.truncation_masking": ("conditional", "all", "none"),
+    "model.value_model": ("shared", "separate"),
+    "train.mixed_precision": ("no", "bf16", "fp16"),
+}
+
+
+def get_key(cfg: Any, key: str) -> Any:
+    obj = cfg
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def validate(cfg: DensecodeConfig) -> None:
+    for key, choices in _CHOICES.items():
+        value = get_key(cfg, key)
+        if value not in choices:
+            raise ConfigError(f"key '{key}' must be one of {', '.join(choices)}; got {value!r}")
+
+
+def to_dict(cfg: DensecodeConfig) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def dump_yaml(cfg: DensecodeConfig) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def add_config_arguments(parser) -> None:
+    """The config flags every config-driven command shares."""
+    parser.add_argument("--config", default=None, help="YAML config file (or a name in configs/, e.g. robotics)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set train.lr=1e-6 (repeatable)",
+    )
