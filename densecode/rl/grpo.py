@@ -1,0 +1,267 @@
+"""MicroCoder-GRPO: group-relative advantages, conditional truncation masking, clip-higher loss.
+
+Paper: "Breaking Training Bottlenecks: Effective and Stable RL for Coding Models"
+(arXiv 2603.07777), on top of GRPO (DeepSeekMath) and DAPO (arXiv 2503.14476).
+Every equation is written out here with the papers' names; the trainer owns the
+rollout → rewards path and calls `GRPOAlgorithm.compute_advantages` / `.loss`.
+
+Layout of a GRPO batch: N = num_groups * G responses, ordered group by group
+(response i belongs to group i // G); token tensors are (N, T) with a response
+mask (1 on generated tokens, 0 on padding).
+
+1. Group advantages (no value model):
+       A_i = (r_i - mean_g(r)) / (std_g(r) + eps)
+   where r_i is the sequence reward (the assembler's total summed over the
+   response) and mean/std run over the G responses of i's group. std is the
+   population std (ddof=0) so a group of two different rewards gives ±1. A group
+   whose rewards have no spread (std < eps) carries no learning signal: its
+   advantages are exactly 0 and it is counted (`zero_std_groups`).
+
+2. Conditional truncation masking (MicroCoder): A_i := 0 iff
+       truncated_i AND NOT judged_incorrect_i AND NOT repetitive_i AND u_i < rho
+   A truncated response that is already known to be wrong (failing test,
+   simulator error, syntax error) keeps its (negative) advantage; a truncated
+   response stuck in a loop keeps it too (the model must learn not to loop);
+   only the "might have been right if given more room" cases are masked, and only
+   a fraction rho of them. The paper does not pin rho down (10% and 30% both
+   appear); the default here is 0.3 (`algo.truncation_rho`). `mode="all"` is
+   DAPO's overlong filtering (mask every truncated response); `mode="none"` masks
+   nothing.
+
+3. Loss (PPO-clip with DAPO clip-higher, no KL by default):
+       ratio_t = exp(logp_t - old_logp_t)
+       pg_loss_t = max(-A_t * ratio_t, -A_t * clip(ratio_t, 1 - eps_low, 1 + eps_high))
+       + kl_coef * k3_t,   k3_t = exp(ref_logp_t - logp_t) - (ref_logp_t - logp_t) - 1
+   aggregated "token" (DAPO: sum over all response tokens of the minibatch /
+   number of those tokens) or "sequence" (GRPO: mean over tokens of each
+   response, then mean over responses).
+
+4. Dense signal inside GRPO (densecode's extension, off by default): each token's
+   advantage gets `scale * d_t`, where d is the sum of the precisely attributable
+   per-token reward components (syntax, lint, exception line) normalised over
+   all response tokens of the group: d_t = (c_t - mean_g(c)) / (std_g(c) + eps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+
+TRUNCATION_MODES = ("conditional", "all", "none")
+AGGREGATIONS = ("token", "sequence")
+
+
+# ------------------------------------------------------------------ 1. group advantages
+
+
+@dataclass
+class GroupAdvantages:
+    advantages: torch.Tensor  # (N,) one scalar per response
+    group_mean: torch.Tensor  # (num_groups,)
+    group_std: torch.Tensor  # (num_groups,)
+    zero_std: torch.Tensor  # (num_groups,) bool: the group had no reward spread
+
+    @property
+    def zero_std_groups(self) -> int:
+        return int(self.zero_std.sum())
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> GroupAdvantages:
+    """A_i = (r_i - mean_g) / (std_g + eps); exactly 0 for groups whose rewards have no spread."""
+    rewards = torch.as_tensor(rewards, dtype=torch.float32).flatten()
+    if group_size < 1 or rewards.numel() % group_size != 0:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    grouped = rewards.view(-1, group_size)
+    group_mean = grouped.mean(dim=1)
+    group_std = grouped.std(dim=1, unbiased=False) if group_size > 1 else torch.zeros_like(group_mean)
+    zero_std = group_std < eps
+    advantages = (grouped - group_mean[:, None]) / (group_std[:, None] + eps)
+    advantages = torch.where(zero_std[:, None], torch.zeros_like(advantages), advantages)
+    return GroupAdvantages(advantages.flatten(), group_mean, group_std, zero_std)
+
+
+# ------------------------------------------------------------------ 2. truncation masking
+
+
+def is_repetitive(token_ids: Sequence[int], window: int = 128) -> bool:
+    """True when the response ends in a loop: its last w tokens repeat the tokens p before them.
+
+    The paper's test is "the last m tokens equal the m before" (period p = m).
+    Exact comparison at p = m alone misses loops whose period does not divide m
+    (a 3-token loop never matches at p = 128), so every period p in 1..w is tried:
+    repetitive iff tokens[-w:] == tokens[-w-p:-p] for some p, i.e. the tail of
+    length w + p is periodic with period p — which includes the paper's p = m case.
+    w = min(m, len // 2) so responses shorter than 2m (small max_new_tokens) are
+    judged on the half of them that can be compared; an empty or 1-token
+    response is never repetitive.
+    """
+    ids = list(token_ids)
+    w = min(int(window), len(ids) // 2)
+    if w < 1:
+        return False
+    tail = ids[-w:]
+    for period in range(1, len(ids) - w + 1):
+        if period > w:
+            break
+        if ids[-w - period : len(ids) - period] == tail:
+            return True
+    return False
+
+
+def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
+    """Whether any reward component found the response wrong, from `ComponentOutput.info`.
+
+    Contract (documented for reward components): a component that can judge
+    correctness sets `info["judged_incorrect"] = True` when it found a failing
+    test, a simulator/runtime error, or a syntax error. For components written
+    before that key existed, `syntax_ok is False`, `tests_failed > 0` and a
+    non-empty `error` are read as the same verdict. Components that cannot judge
+    (lint, KL) leave the keys out; "no verdict" counts as not incorrect.
+    """
+    for info in (infos or {}).values():
+        if not isinstance(info, Mapping):
+            continue
+        if info.get("judged_incorrect"):
+            return True
+        if info.get("syntax_ok") is False:
+            return True
+        if (info.get("tests_failed") or 0) > 0:
+            return True
+        if info.get("error"):
+            return True
+    return False
+
+
+@dataclass
+class TruncationMask:
+    masked: torch.Tensor  # (N,) bool: advantage set to 0
+    counts: dict[str, int]
+
+
+def truncation_mask(
+    truncated: torch.Tensor,
+    incorrect: torch.Tensor,
+    repetitive: torch.Tensor,
+    uniform: torch.Tensor,
+    mode: str = "conditional",
+    rho: float = 0.3,
+) -> TruncationMask:
+    """Which responses get advantage 0 under `mode`; counts what each rule would mask.
+
+    All inputs are (N,) tensors; `uniform` holds one U[0,1) draw per response
+    (passed in so the rule itself is deterministic and testable).
+    """
+    if mode not in TRUNCATION_MODES:
+        raise ValueError(f"truncation_masking must be one of {TRUNCATION_MODES}, got {mode!r}")
+    truncated, incorrect, repetitive = (torch.as_tensor(x, dtype=torch.bool) for x in (truncated, incorrect, repetitive))
+    uniform = torch.as_tensor(uniform, dtype=torch.float32)
+    # The three deterministic conditions: "could have been right with more room".
+    eligible = truncated & ~incorrect & ~repetitive
+    conditional = eligible & (uniform < rho)
+    masked = {"conditional": conditional, "all": truncated.clone(), "none": torch.zeros_like(truncated)}[mode]
+    counts = {
+        "truncated": int(truncated.sum()),
+        "truncated_incorrect": int((truncated & incorrect).sum()),
+        "truncated_repetitive": int((truncated & repetitive).sum()),
+        "eligible": int(eligible.sum()),
+        "masked_conditional": int(conditional.sum()),  # what each rule masks on this batch
+        "masked_all": int(truncated.sum()),
+        "masked": int(masked.sum()),  # what the active rule masked
+    }
+    return TruncationMask(masked, counts)
+
+
+# ------------------------------------------------------------------ 4. dense signal inside GRPO
+
+
+def dense_token_term(
+    token_rewards: torch.Tensor, response_mask: torch.Tensor, group_size: int, eps: float = 1e-6
+) -> torch.Tensor:
+    """d_t = (c_t - mean_g(c)) / (std_g(c) + eps) over all response tokens of each group; 0 off-mask.
+
+    `token_rewards` (N, T) is the weighted sum of the precisely attributable
+    components. A group whose tokens all carry the same value gives 0 (no
+    token-level contrast to learn from).
+    """
+    c = token_rewards.float()
+    m = response_mask.float()
+    n, t = c.shape
+    cg, mg = c.view(-1, group_size * t), m.view(-1, group_size * t)
+    count = mg.sum(dim=1).clamp(min=1.0)
+    mean = (cg * mg).sum(dim=1) / count
+    var = (((cg - mean[:, None]) ** 2) * mg).sum(dim=1) / count
+    std = var.sqrt()
+    d = (cg - mean[:, None]) / (std[:, None] + eps)
+    d = torch.where((std < eps)[:, None], torch.zeros_like(d), d) * mg
+    return d.view(n, t)
+
+
+# ------------------------------------------------------------------ 3. loss
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def aggregate(loss_tokens: torch.Tensor, mask: torch.Tensor, how: str = "token") -> torch.Tensor:
+    """token (DAPO): every response token weighs the same; sequence (GRPO): every response weighs the same."""
+    mask = mask.float()
+    if how == "token":
+        return masked_mean(loss_tokens, mask)
+    if how == "sequence":
+        per_seq = (loss_tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        has_tokens = (mask.sum(dim=1) > 0).float()
+        return (per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)
+    raise ValueError(f"loss_aggregation must be one of {AGGREGATIONS}, got {how!r}")
+
+
+def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(pi || pi_ref): e^x - x - 1, x = log pi_ref - log pi (>= 0)."""
+    x = ref_logprobs - logprobs
+    return torch.exp(x) - x - 1.0
+
+
+def grpo_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.28,
+    aggregation: str = "token",
+    ref_logprobs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate with clip-higher; `advantages` is (N,) or (N, T). Returns (loss, stats)."""
+    mask = response_mask.float()
+    if advantages.dim() == 1:
+        advantages = advantages[:, None].expand_as(logprobs)
+    logratio = logprobs - old_logprobs
+    ratio = torch.exp(logratio)
+    pg_losses = -advantages * ratio
+    pg_losses2 = -advantages * torch.clamp(ratio, 1.0 - clip_eps_low, 1.0 + clip_eps_high)
+    pg_loss_tokens = torch.max(pg_losses, pg_losses2)
+    loss_tokens = pg_loss_tokens
+    kl_tokens = None
+    if kl_coef > 0:
+        if ref_logprobs is None:
+            raise ValueError("kl_coef > 0 needs reference logprobs (ref_logprobs)")
+        kl_tokens = k3_kl(logprobs, ref_logprobs)
+        loss_tokens = loss_tokens + kl_coef * kl_tokens
+    loss = aggregate(loss_tokens, mask, aggregation)
+    with torch.no_grad():
+        stats = {
+            "pg_loss": float(aggregate(pg_loss_tokens, mask, aggregation)),
+            # A token is clipped when the clipped branch is the active (larger) one.
+            "clipfrac": float(masked_mean((pg_losses2 > pg_losses).float(), mask)),
+            "clipfrac_low": float(masked_mean(((ratio < 1.0 - clip_eps_low) & (advantages < 0)).float(), mask)),
+            "clipfrac_high": float(masked_mean(((ratio > 1.0 + clip_eps_high) & (advantages > 0)).float(), mask)),
+            # http://joschu.net/blog/kl-approx.html k3 of the update (old -> new)
+            "approx_kl": float(masked_mean((ratio - 1.0) - logratio, mask)),
+            "ratio_mean": float(masked_mean(ratio, mask)),
+        }
+        if kl_tokens is not None:
+            stats["kl_ref"] = float(masked_mean(kl_tokens, mask))
+    return loss, stats

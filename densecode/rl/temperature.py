@@ -1,0 +1,133 @@
+"""Diversity-determined sampling temperature (MicroCoder-GRPO).
+
+The paper found a staged low → high temperature (0.6 → 1.2 at ~step 140) beats
+a fixed one and that continuous ramps destabilise training. The rule here:
+
+* Stages: a list of temperatures, e.g. [0.6, 1.2] (or [0.6, 1.2, 1.8]), and the
+  steps at which each later stage starts, e.g. [140]. The temperature is always
+  one of the stage values: it jumps, it never ramps, and it never goes down.
+* Early raise: after every step the controller records the rollout diversity
+  (distinct-4 ratio by default, see `densecode.rl.diversity`) and keeps
+      level = mean of the last `window` values,
+      trend = least-squares slope of the last `window` values (per step).
+  With a full window, it moves to the next stage at once when
+      level < floor        (the policy has collapsed onto few outputs), or
+      trend < -min_slope   (diversity keeps falling).
+  After any stage change the history is cleared, so the new temperature gets a
+  full window before it can be judged (no cascade of raises).
+* The temperature chosen for step s is the one the step's samples are drawn
+  with, and the trainer recomputes old/new logprobs with logits / T of the same
+  T, so the importance ratio compares like with like.
+
+Config (`algo.temperature_schedule`, all optional):
+  stages: [0.6, 1.2]     switch_steps: [140]     floor: 0.35
+  window: 5              min_slope: 0.01         metric: distinct_4
+An empty mapping means "no schedule": the fixed `generation.temperature`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+DEFAULTS: dict[str, Any] = {
+    "stages": [0.6, 1.2],
+    "switch_steps": [140],
+    "floor": 0.35,
+    "window": 5,
+    "min_slope": 0.01,
+    "metric": "distinct_4",
+}
+
+
+@dataclass
+class TemperatureController:
+    stages: list[float] = field(default_factory=lambda: list(DEFAULTS["stages"]))
+    switch_steps: list[int] = field(default_factory=lambda: list(DEFAULTS["switch_steps"]))
+    floor: float = DEFAULTS["floor"]
+    window: int = DEFAULTS["window"]
+    min_slope: float = DEFAULTS["min_slope"]
+    metric: str = DEFAULTS["metric"]
+    stage: int = 0
+    last_reason: str = "start"
+    history: deque = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        if not self.stages:
+            raise ValueError("temperature_schedule.stages must list at least one temperature")
+        if len(self.switch_steps) != len(self.stages) - 1:
+            raise ValueError(
+                f"temperature_schedule: {len(self.stages)} stages need {len(self.stages) - 1} switch_steps, "
+                f"got {self.switch_steps}"
+            )
+        if any(b < a for a, b in zip(self.stages, self.stages[1:])):
+            raise ValueError(f"temperature_schedule.stages must not decrease: {self.stages}")
+        if self.window < 2:
+            raise ValueError("temperature_schedule.window must be >= 2 (a trend needs two points)")
+
+    @classmethod
+    def from_config(cls, schedule: Mapping[str, Any]) -> "TemperatureController":
+        unknown = set(schedule) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(f"algo.temperature_schedule: unknown keys {sorted(unknown)} (known: {sorted(DEFAULTS)})")
+        merged = {**DEFAULTS, **schedule}
+        return cls(
+            stages=[float(t) for t in merged["stages"]],
+            switch_steps=[int(s) for s in merged["switch_steps"]],
+            floor=float(merged["floor"]),
+            window=int(merged["window"]),
+            min_slope=float(merged["min_slope"]),
+            metric=str(merged["metric"]),
+        )
+
+    @property
+    def temperature(self) -> float:
+        return self.stages[self.stage]
+
+    def level(self) -> float:
+        return float(np.mean(self.history)) if self.history else float("nan")
+
+    def trend(self) -> float:
+        if len(self.history) < 2:
+            return 0.0
+        y = np.asarray(self.history, dtype=np.float64)
+        x = np.arange(len(y), dtype=np.float64)
+        return float(np.polyfit(x, y, 1)[0])
+
+    def temperature_for_step(self, step: int) -> float:
+        """The temperature to sample step `step` with (applies scheduled switches)."""
+        scheduled = sum(1 for s in self.switch_steps if step >= s)
+        if scheduled > self.stage:
+            self._advance(scheduled, f"scheduled at step {step}")
+        return self.temperature
+
+    def update(self, diversity: float) -> float:
+        """Record a step's diversity; raise early if level or trend says so. Returns the temperature."""
+        if diversity is None or not np.isfinite(diversity):
+            return self.temperature
+        self.history.append(float(diversity))
+        while len(self.history) > self.window:
+            self.history.popleft()
+        if len(self.history) == self.window and self.stage < len(self.stages) - 1:
+            level, trend = self.level(), self.trend()
+            if level < self.floor:
+                self._advance(self.stage + 1, f"diversity level {level:.3f} < floor {self.floor}")
+            elif trend < -self.min_slope:
+                self._advance(self.stage + 1, f"diversity falling ({trend:+.4f}/step over {self.window} steps)")
+        return self.temperature
+
+    def _advance(self, stage: int, reason: str) -> None:
+        self.stage = min(stage, len(self.stages) - 1)
+        self.last_reason = reason
+        self.history.clear()
+
+    def state(self) -> dict[str, float]:
+        return {
+            "temperature": self.temperature,
+            "temperature_stage": float(self.stage),
+            "diversity_level": self.level(),
+            "diversity_trend": self.trend(),
+        }

@@ -1,0 +1,277 @@
+"""Pure GRPO pieces: group advantages, truncation masking, repetition, diversity, temperature, loss."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from densecode.rl.diversity import distinct_ngram_ratio, edit_distance, pairwise_edit_distance, rollout_diversity
+from densecode.rl.grpo import (
+    aggregate,
+    dense_token_term,
+    group_advantages,
+    grpo_policy_loss,
+    is_repetitive,
+    judged_incorrect,
+    truncation_mask,
+)
+from densecode.rl.temperature import TemperatureController
+
+# ------------------------------------------------------------------ group advantages
+
+
+def test_group_advantages_hand_computed():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 2.0, 0.0, 3.0, 0.0, 3.0])
+    out = group_advantages(rewards, group_size=4, eps=1e-6)
+    # group 0: mean 0.5, std 0.5 -> ±1
+    assert torch.allclose(out.advantages[:4], torch.tensor([1.0, -1.0, -1.0, 1.0]), atol=1e-5)
+    # group 1: no spread -> exactly zero, counted
+    assert torch.equal(out.advantages[4:8], torch.zeros(4))
+    # group 2: mean 1.5, std 1.5 -> ±1
+    assert torch.allclose(out.advantages[8:], torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-5)
+    assert out.zero_std_groups == 1
+    assert out.zero_std.tolist() == [False, True, False]
+    assert torch.allclose(out.group_mean, torch.tensor([0.5, 2.0, 1.5]))
+
+
+def test_group_advantages_uneven_values_and_bad_shape():
+    out = group_advantages(torch.tensor([3.0, 1.0, 2.0]), group_size=3, eps=0.0)
+    std = math.sqrt(2 / 3)
+    assert torch.allclose(out.advantages, torch.tensor([1 / std, -1 / std, 0.0]), atol=1e-5)
+    with pytest.raises(ValueError, match="groups of 4"):
+        group_advantages(torch.zeros(6), group_size=4)
+
+
+# ------------------------------------------------------------------ repetition
+
+
+def test_repetition_paper_case_period_equals_window():
+    body = list(range(100, 108))  # 8 distinct tokens
+    assert is_repetitive(list(range(50)) + body + body, window=8)
+    assert not is_repetitive(list(range(50)) + body + list(range(200, 208)), window=8)
+
+
+def test_repetition_short_period_that_does_not_divide_window():
+    loop = [7, 8, 9] * 100  # period 3; 128 % 3 != 0, the literal m-vs-m test would miss it
+    assert is_repetitive(list(range(20)) + loop, window=128)
+    assert not is_repetitive(list(range(300)), window=128)
+
+
+def test_repetition_short_responses():
+    assert not is_repetitive([], window=128)
+    assert not is_repetitive([5], window=128)
+    assert is_repetitive([1, 2, 1, 2], window=128)  # w = 2
+    assert not is_repetitive([1, 2, 3, 4, 5, 6], window=128)
+    # a loop that stopped: the tail is new, so not repetitive
+    assert not is_repetitive([1, 2] * 20 + list(range(10, 30)), window=10)
+
+
+# ------------------------------------------------------------------ truncation masking
+
+
+@pytest.mark.parametrize("truncated,incorrect,repetitive,draw_below", list(itertools.product([False, True], repeat=4)))
+def test_conditional_masking_all_16_cases(truncated, incorrect, repetitive, draw_below):
+    rho = 0.3
+    u = 0.1 if draw_below else 0.9
+    t = truncation_mask(
+        torch.tensor([truncated]), torch.tensor([incorrect]), torch.tensor([repetitive]), torch.tensor([u]),
+        mode="conditional", rho=rho,
+    )
+    expected = truncated and not incorrect and not repetitive and draw_below
+    assert bool(t.masked[0]) is expected
+    assert t.counts["masked"] == int(expected)
+    # the other rules on the same sample
+    assert bool(truncation_mask(torch.tensor([truncated]), torch.tensor([incorrect]), torch.tensor([repetitive]),
+                                torch.tensor([u]), mode="all").masked[0]) is truncated
+    assert not bool(truncation_mask(torch.tensor([truncated]), torch.tensor([incorrect]), torch.tensor([repetitive]),
+                                    torch.tensor([u]), mode="none").masked[0])
+
+
+def test_masking_counts_and_rho_boundary():
+    truncated = torch.tensor([True, True, True, True, False])
+    incorrect = torch.tensor([False, True, False, False, False])
+    repetitive = torch.tensor([False, False, True, False, False])
+    uniform = torch.tensor([0.29, 0.0, 0.0, 0.3, 0.0])  # u < rho is strict
+    t = truncation_mask(truncated, incorrect, repetitive, uniform, mode="conditional", rho=0.3)
+    assert t.masked.tolist() == [True, False, False, False, False]
+    assert t.counts == {
+        "truncated": 4, "truncated_incorrect": 1, "truncated_repetitive": 1, "eligible": 2,
+        "masked_conditional": 1, "masked_all": 4, "masked": 1,
+    }
+    with pytest.raises(ValueError, match="truncation_masking"):
+        truncation_mask(truncated, incorrect, repetitive, uniform, mode="some")
+
+
+def test_judged_incorrect_reads_component_info():
+    assert not judged_incorrect({})
+    assert not judged_incorrect({"lint": {"violations": 3}, "kl": {}})
+    assert judged_incorrect({"sim": {"judged_incorrect": True}})
+    assert judged_incorrect({"syntax": {"syntax_ok": False}})
+    assert not judged_incorrect({"syntax": {"syntax_ok": True}, "tests": {"tests_failed": 0}})
+    assert judged_incorrect({"tests": {"tests_failed": 2}})
+    assert judged_incorrect({"sim": {"error": "ValueError: pick while holding"}})
+
+
+# ------------------------------------------------------------------ loss
+
+
+def test_clip_higher_bounds():
+    # one token per response; old logprob 0, so ratio = exp(logprob)
+    ratios = torch.tensor([0.5, 0.9, 1.1, 1.25, 1.5, 0.5, 1.5])
+    adv = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0])
+    logprobs = ratios.log()[:, None].requires_grad_(True)
+    loss_tok = []
+    for i in range(len(ratios)):
+        loss, _ = grpo_policy_loss(logprobs[i : i + 1], torch.zeros(1, 1), adv[i : i + 1], torch.ones(1, 1),
+                                   clip_eps_low=0.2, clip_eps_high=0.28)
+        loss_tok.append(float(loss.detach()))
+    # positive advantage: objective capped at ratio 1.28 (not 1.2), unclipped below
+    # negative advantage: objective floored at ratio 0.8, unclipped above
+    expected = [-0.5, -0.9, -1.1, -1.25, -1.28, 0.8, 1.5]
+    assert loss_tok == pytest.approx(expected, abs=1e-5)
+    loss, stats = grpo_policy_loss(logprobs, torch.zeros(7, 1), adv, torch.ones(7, 1))
+    loss.backward()
+    grads = logprobs.grad[:, 0]
+    # clipped tokens (ratio 1.5 with A>0, ratio 0.5 with A<0) get no gradient; 1.25 < 1.28 still does
+    assert grads[4] == 0 and grads[5] == 0
+    assert grads[3] != 0 and grads[0] != 0 and grads[6] != 0
+    assert stats["clipfrac"] == pytest.approx(2 / 7)
+    assert stats["clipfrac_high"] == pytest.approx(1 / 7) and stats["clipfrac_low"] == pytest.approx(1 / 7)
+
+
+def test_token_vs_sequence_aggregation_hand_computed():
+    loss_tokens = torch.tensor([[1.0, 2.0, 3.0, 0.0], [10.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    assert float(aggregate(loss_tokens, mask, "token")) == pytest.approx((1 + 2 + 3 + 10) / 4)
+    assert float(aggregate(loss_tokens, mask, "sequence")) == pytest.approx((2.0 + 10.0) / 2)
+    # through the loss: ratio 1 everywhere, so pg_loss_t = -A_t
+    adv = torch.tensor([[-1.0, -2.0, -3.0, 5.0], [-10.0, 5.0, 5.0, 5.0]])
+    zeros = torch.zeros(2, 4)
+    tok, _ = grpo_policy_loss(zeros, zeros, adv, mask, aggregation="token")
+    seq, _ = grpo_policy_loss(zeros, zeros, adv, mask, aggregation="sequence")
+    assert float(tok) == pytest.approx(4.0) and float(seq) == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="loss_aggregation"):
+        aggregate(loss_tokens, mask, "batch")
+
+
+def test_kl_term_only_when_coef_positive():
+    logprobs = torch.tensor([[-1.0, -2.0]])
+    ref = torch.tensor([[-1.5, -1.0]])
+    adv = torch.zeros(1)
+    mask = torch.ones(1, 2)
+    loss0, stats0 = grpo_policy_loss(logprobs, logprobs, adv, mask, ref_logprobs=ref, kl_coef=0.0)
+    assert float(loss0) == 0.0 and "kl_ref" not in stats0
+    loss1, stats1 = grpo_policy_loss(logprobs, logprobs, adv, mask, ref_logprobs=ref, kl_coef=0.5)
+    x = ref - logprobs
+    k3 = (x.exp() - x - 1).mean()
+    assert float(loss1) == pytest.approx(0.5 * float(k3)) and stats1["kl_ref"] == pytest.approx(float(k3))
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        grpo_policy_loss(logprobs, logprobs, adv, mask, kl_coef=0.1)
+
+
+# ------------------------------------------------------------------ dense term
+
+
+def test_dense_token_term_group_normalised():
+    # group of 2 responses, 3 tokens; one syntax-error token (-1), padding at the end of response 1
+    c = torch.tensor([[0.0, -1.0, 0.0], [0.0, 0.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    d = dense_token_term(c, mask, group_size=2)
+    vals = torch.tensor([0.0, -1.0, 0.0, 0.0, 0.0])
+    mean, std = vals.mean(), vals.std(unbiased=False)
+    assert d[0, 1] == pytest.approx(float((-1 - mean) / std), abs=1e-4)
+    assert d[0, 0] == pytest.approx(float((0 - mean) / std), abs=1e-4)
+    assert d[1, 2] == 0.0  # padding
+    flat = torch.zeros(2, 3)
+    assert torch.equal(dense_token_term(flat, mask, group_size=2), torch.zeros(2, 3))
+
+
+# ------------------------------------------------------------------ diversity
+
+
+def test_diversity_measures():
+    assert distinct_ngram_ratio([[1, 2, 3, 4, 5], [6, 7, 8, 9]], n=4) == 1.0
+    assert distinct_ngram_ratio([[1, 2, 3, 4, 5]] * 4, n=4) == pytest.approx(0.25)
+    assert distinct_ngram_ratio([[1, 2]], n=4) is None
+    assert edit_distance([1, 2, 3], [1, 2, 3]) == 0
+    assert edit_distance([1, 2, 3], [1, 3]) == 1
+    assert edit_distance([], [4, 5]) == 2
+    assert edit_distance([1, 2, 3, 4, 5, 6], [2, 3, 9, 5, 6, 7]) == 3  # delete 1, sub 4->9, insert 7
+    assert pairwise_edit_distance([[1, 2, 3], [1, 2, 3]]) == 0.0
+    assert pairwise_edit_distance([[1, 2], [3, 4], [1, 2]]) == pytest.approx((1 + 0 + 1) / 3)
+    d = rollout_diversity([[1, 2, 3, 4]] * 2 + [[1, 2, 3, 4], [5, 6, 7, 8]], group_size=2)
+    assert d["distinct_4"] == pytest.approx((0.5 + 1.0) / 2)
+    assert d["edit_distance"] == pytest.approx((0.0 + 1.0) / 2)
+
+
+def test_edit_distance_matches_plain_dp():
+    g = torch.Generator().manual_seed(0)
+
+    def plain(a, b):
+        d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+        for i in range(1, len(a) + 1):
+            for j in range(1, len(b) + 1):
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+        return d[-1][-1]
+
+    for _ in range(30):
+        a = torch.randint(0, 4, (int(torch.randint(0, 12, (1,), generator=g)),), generator=g).tolist()
+        b = torch.randint(0, 4, (int(torch.randint(0, 12, (1,), generator=g)),), generator=g).tolist()
+        assert edit_distance(a, b) == plain(a, b)
+
+
+# ------------------------------------------------------------------ temperature controller
+
+
+def test_temperature_staged_never_ramps():
+    ctl = TemperatureController(stages=[0.6, 1.2], switch_steps=[10], floor=0.0, window=3, min_slope=1.0)
+    temps = []
+    for step in range(15):
+        temps.append(ctl.temperature_for_step(step))
+        ctl.update(0.8)
+    assert temps == [0.6] * 10 + [1.2] * 5
+
+
+def test_temperature_raised_early_when_below_floor():
+    ctl = TemperatureController(stages=[0.6, 1.2, 1.8], switch_steps=[100, 200], floor=0.4, window=3, min_slope=1.0)
+    seq = [0.9, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]
+    temps = []
+    for step, div in enumerate(seq):
+        temps.append(ctl.temperature_for_step(step))
+        ctl.update(div)
+    # window [0.9,0.3,0.3] level 0.5 ok; [0.3,0.3,0.3] after step 3 -> raise; history cleared,
+    # needs 3 new values (steps 4,5,6) -> raise again after step 6
+    assert temps == [0.6, 0.6, 0.6, 0.6, 1.2, 1.2, 1.2, 1.8]
+    assert "floor" in ctl.last_reason
+    # never above the last stage, and a later scheduled switch does not step back
+    assert ctl.temperature_for_step(150) == 1.8 and ctl.update(0.0) == 1.8
+
+
+def test_temperature_raised_early_when_falling():
+    ctl = TemperatureController(stages=[0.6, 1.2], switch_steps=[100], floor=0.1, window=4, min_slope=0.02)
+    temps = []
+    for step, div in enumerate([0.9, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75, 0.7]):
+        temps.append(ctl.temperature_for_step(step))
+        ctl.update(div)
+    # slopes over the window: flat, then -0.0167 (0.9,0.9,0.9,0.85: not yet), then -0.035 -> raise after step 5
+    assert temps == [0.6] * 6 + [1.2] * 2
+    assert "falling" in ctl.last_reason
+
+
+def test_temperature_noisy_but_stable_diversity_keeps_stage():
+    ctl = TemperatureController(stages=[0.6, 1.2], switch_steps=[100], floor=0.3, window=5, min_slope=0.02)
+    for step, div in enumerate([0.7, 0.72, 0.69, 0.71, 0.7, 0.73, 0.68, 0.7, 0.71, 0.69]):
+        assert ctl.temperature_for_step(step) == 0.6
+        ctl.update(div)
+
+
+def test_temperature_config_validation():
+    ctl = TemperatureController.from_config({"switch_steps": [3]})
+    assert ctl.stages == [0.6, 1.2] and ctl.temperature_for_step(3) == 1.2
+    with pytest.raises(ValueError, match="unknown keys"):
+        TemperatureController.from_config({"stage": [1.0]})
+    with pytest.raises(ValueError, match="switch_steps"):
+        TemperatureController.from_config({"stages": [0.6, 1.2, 1.8]})
+    with pytest.raises(ValueError, match="must not decrease"):
+        TemperatureController.from_config({"stages": [1.2, 0.6]})
