@@ -108,6 +108,8 @@ def test_judged_incorrect_reads_component_info():
     assert not judged_incorrect({"lint": {"violations": 3}, "kl": {}})
     assert judged_incorrect({"sim": {"judged_incorrect": True}})
     assert judged_incorrect({"syntax": {"syntax_ok": False}})
+    assert judged_incorrect({"syntax": {"syntax_ok": 0.0, "has_code": 1.0}})
+    assert not judged_incorrect({"syntax": {"syntax_ok": 1.0, "has_code": 1.0}})
     assert not judged_incorrect({"syntax": {"syntax_ok": True}, "tests": {"tests_failed": 0}})
     assert judged_incorrect({"tests": {"tests_failed": 2}})
     assert judged_incorrect({"sim": {"error": "ValueError: pick while holding"}})

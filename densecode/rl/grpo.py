@@ -114,10 +114,11 @@ def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
     """Whether any reward component found the response wrong, from `ComponentOutput.info`.
 
     Contract (documented for reward components): a component that can judge
-    correctness sets `info["judged_incorrect"] = True` when it found a failing
-    test, a simulator/runtime error, or a syntax error. For components written
-    before that key existed, `syntax_ok is False`, `tests_failed > 0` and a
-    non-empty `error` are read as the same verdict. Components that cannot judge
+    correctness sets `info["judged_incorrect"] = 1.0` when it found a failing
+    test, a simulator/runtime error, or a syntax error. These are read as the
+    same verdict: `syntax_ok == 0` (the syntax component; it already treats
+    "ran out at max length" as ok), `tests_failed > 0`, `errors > 0`, a
+    non-empty `error`. Components that cannot judge
     (lint, KL) leave the keys out; "no verdict" counts as not incorrect.
     """
     for info in (infos or {}).values():
@@ -125,11 +126,12 @@ def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
             continue
         if info.get("judged_incorrect"):
             return True
-        if info.get("syntax_ok") is False:
+        syntax_ok = info.get("syntax_ok")
+        if syntax_ok is not None and not syntax_ok:  # the syntax component logs 1.0 / 0.0
             return True
         if (info.get("tests_failed") or 0) > 0:
             return True
-        if info.get("error"):
+        if info.get("error") or (info.get("errors") or 0) > 0:
             return True
     return False
 
