@@ -1,0 +1,318 @@
+"""Batched sampling with a KV cache, optional SynCode grammar check/constraint.
+
+An own decoding loop rather than `model.generate`: the grammar verdict must be
+for the token actually emitted, and the recorded log-probabilities must be those
+of the distribution the token was sampled from. Per step:
+
+    logits -> grammar mask (constrain) -> top-k / top-p -> / temperature
+           -> log_softmax -> sample (argmax at temperature 0) -> verdict (check/constrain)
+
+`Generation.logprobs[i]` is the emitted token's log-probability under that final
+distribution (grammar mask and top-k/top-p included; at temperature 0 the
+unscaled processed logits). PPO recomputes its own log-probs with a forward pass;
+these are for analysis and for GRPO-style ratios at temperature 1 without filtering.
+
+Rows that finish (EOS, stop string, or length) drop out of the batch, and their
+KV-cache rows with them, so a batch costs what its longest live row costs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from densecode.errors import DensecodeError
+
+logger = logging.getLogger(__name__)
+
+GRAMMAR_MODES = ("off", "check", "constrain")
+
+
+@dataclass
+class Generation:
+    prompt: str
+    prompt_index: int
+    completion: str
+    token_ids: list[int]
+    logprobs: list[float]
+    # Per emitted token: accepted by the grammar? None where not checked (grammar off,
+    # after a parser fallback, or outside the code the grammar can see).
+    grammar_verdicts: list[bool | None] | None
+    finish_reason: str  # eos | stop | length
+    grammar_fallbacks: int = 0
+    sample_index: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Row:
+    prompt_index: int
+    sample_index: int
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    verdicts: list[bool | None] = field(default_factory=list)
+    finish_reason: str = "length"
+    stop_at: int | None = None  # character offset of the first stop string
+    scanned_chars: int = 0
+    fallbacks: int = 0  # grammar parser failures (the row then decodes unconstrained)
+
+
+def eos_token_ids(model, tokenizer) -> set[int]:
+    """EOS ids from the tokenizer and the model's generation config (Qwen has two)."""
+    ids: set[int] = set()
+    for source in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if source is None:
+            continue
+        ids.update(source if isinstance(source, (list, tuple)) else [source])
+    return ids
+
+
+def _context_limit(model) -> int | None:
+    cfg = model.config
+    for name in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Top-k then nucleus filtering on a [B, V] tensor (rejected entries -> -inf)."""
+    if top_k and top_k > 0 and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # Drop a token when the mass before it already reaches top_p (the first is always kept).
+        drop_sorted = (probs.cumsum(-1) - probs) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def cut_at_stop(tokenizer, token_ids: list[int], stop_at: int) -> list[int]:
+    """Keep the tokens that start before character `stop_at` of the decoded completion.
+
+    A token straddling the stop boundary is kept whole (e.g. Qwen's `)\\n` before `#`
+    for stop "\\n#": dropping it would lose the `)`), so a completion may end with the
+    first characters of a stop string but never contains a whole one.
+    """
+    keep = 0
+    for k in range(len(token_ids)):
+        start = len(tokenizer.decode(token_ids[:k], skip_special_tokens=True))
+        if start >= stop_at:
+            break
+        keep = k + 1
+    return token_ids[:keep]
+
+
+def _find_stop(text: str, stop: list[str], start: int) -> int | None:
+    hits = [i for s in stop if (i := text.find(s, start)) != -1]
+    return min(hits) if hits else None
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens [B], their log-probs under the sampling distribution [B])."""
+    if temperature <= 0:
+        logp = torch.log_softmax(logits, dim=-1)
+        tokens = torch.argmax(logits, dim=-1)
+    else:
+        logp = torch.log_softmax(filter_logits(logits, top_k, top_p) / temperature, dim=-1)
+        tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _accepts_position_ids(model) -> bool:
+    try:
+        return "position_ids" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _empty_cache():
+    try:
+        from transformers import DynamicCache
+
+        return DynamicCache()
+    except ImportError:  # pragma: no cover - very old transformers
+        return None
+
+
+def _select_cache(past, index: torch.Tensor):
+    """Keep batch rows `index` of a KV cache (DynamicCache or legacy tuples)."""
+    if hasattr(past, "batch_select_indices"):
+        past.batch_select_indices(index)
+        return past
+    return tuple(tuple(t.index_select(0, index) for t in layer) for layer in past)
+
+
+@torch.inference_mode()
+def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, max_new_tokens: int, temperature: float,
+                    top_p: float, top_k: int, stop: list[str], eos_ids: set[int], grammar, generator,
+                    on_token=None) -> int:
+    """Fill `rows` (one per prompt in `prompts`) in place; return the batch's grammar fallbacks."""
+    device = next(model.parameters()).device
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    input_ids = enc["input_ids"].to(device)
+    attention_mask = enc["attention_mask"].to(device)
+    limit = _context_limit(model)
+    budget = max_new_tokens
+    if limit is not None:
+        budget = min(budget, limit - input_ids.shape[1])
+        if budget <= 0:
+            raise DensecodeError(
+                f"prompt of {input_ids.shape[1]} tokens leaves no room in the model's {limit}-token context "
+                "(shorten the prompt or use a model with a longer context)"
+            )
+    use_positions = _accepts_position_ids(model)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    alive = list(range(len(rows)))  # batch position -> row index
+    if grammar is not None:
+        grammar.begin(prompts)
+    past = _empty_cache()
+    step_ids, step_mask, step_pos = input_ids, attention_mask, position_ids
+    for step in range(budget):
+        kwargs = dict(input_ids=step_ids, attention_mask=step_mask, past_key_values=past, use_cache=True)
+        if use_positions:
+            kwargs["position_ids"] = step_pos
+        out = model(**kwargs)
+        past = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+        if grammar is not None:
+            logits = grammar.process(alive, logits)
+        tokens, logps = _sample(logits, temperature, top_k, top_p, generator)
+        verdicts = grammar.observe(alive, tokens.tolist()) if grammar is not None else None
+        finished = []
+        for b, r in enumerate(alive):
+            row = rows[r]
+            tok = int(tokens[b])
+            if tok in eos_ids:
+                row.finish_reason = "eos"
+                finished.append(b)
+                continue
+            row.token_ids.append(tok)
+            row.logprobs.append(float(logps[b]))
+            if verdicts is not None:
+                row.verdicts.append(verdicts[b])
+            if stop:
+                text = tokenizer.decode(row.token_ids, skip_special_tokens=True)
+                hit = _find_stop(text, stop, max(0, row.scanned_chars - max(map(len, stop)) + 1))
+                row.scanned_chars = len(text)
+                if hit is not None:
+                    row.finish_reason, row.stop_at = "stop", hit
+                    finished.append(b)
+        if on_token is not None:
+            on_token(len(alive))
+        if len(finished) == len(alive) or step == budget - 1:
+            break
+        keep = [b for b in range(len(alive)) if b not in set(finished)]
+        next_tokens = tokens.clone()
+        step_mask = torch.cat([step_mask, torch.ones_like(step_mask[:, :1])], dim=-1)
+        step_pos = step_pos[:, -1:] + 1
+        if finished:
+            index = torch.tensor(keep, device=device)
+            past = _select_cache(past, index)
+            next_tokens = next_tokens.index_select(0, index)
+            step_mask = step_mask.index_select(0, index)
+            step_pos = step_pos.index_select(0, index)
+            alive = [alive[b] for b in keep]
+        step_ids = next_tokens[:, None]
+    if grammar is not None:
+        for row, fallbacks in zip(rows, grammar.end()):
+            row.fallbacks = fallbacks
+    return sum(row.fallbacks for row in rows)
+
+
+def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens: int = 128, temperature: float = 1.0,
+             top_p: float = 1.0, top_k: int = 0, grammar: str = "off", stop: list[str] | None = None,
+             batch_size: int = 16, seed: int | None = None, progress: bool = True, grammar_options: dict | None = None,
+             ) -> list[Generation]:
+    """`n` completions per prompt, prompt-major: result[i * n + j] is sample j of prompt i.
+
+    grammar: off | check (record per-token verdicts, logits untouched) | constrain
+    (mask tokens the grammar rejects). `grammar_options` go to
+    `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`).
+    """
+    if grammar not in GRAMMAR_MODES:
+        raise DensecodeError(f"grammar must be one of {', '.join(GRAMMAR_MODES)}; got {grammar!r}")
+    if n < 1 or max_new_tokens < 1 or batch_size < 1:
+        raise DensecodeError(f"n, max_new_tokens and batch_size must be >= 1 (got {n}, {max_new_tokens}, {batch_size})")
+    if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
+        raise DensecodeError(f"need temperature >= 0, 0 < top_p <= 1, top_k >= 0 (got {temperature}, {top_p}, {top_k})")
+    stop = [s for s in (stop or []) if s]
+    if tokenizer.pad_token_id is None:
+        from densecode.models import prepare_tokenizer
+
+        prepare_tokenizer(tokenizer)
+    if tokenizer.padding_side != "left":
+        tokenizer.padding_side = "left"
+    device = next(model.parameters()).device
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=device).manual_seed(seed)
+    processor = None
+    if grammar != "off":
+        from densecode.grammar import GrammarProcessor
+
+        processor = GrammarProcessor(tokenizer, mode=grammar, **(grammar_options or {}))
+    eos_ids = eos_token_ids(model, tokenizer)
+    rows = [_Row(p, j) for p in range(len(prompts)) for j in range(n)]
+    was_training = model.training
+    model.eval()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(rows), desc=f"generate (grammar {grammar})", unit="seq", dynamic_ncols=True)
+    tokens_done = 0
+    started = time.perf_counter()
+
+    def count(k: int) -> None:
+        nonlocal tokens_done
+        tokens_done += k
+
+    try:
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start:start + batch_size]
+            fallbacks = _generate_batch(
+                model, tokenizer, [prompts[r.prompt_index] for r in batch], batch,
+                max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, stop=stop,
+                eos_ids=eos_ids, grammar=processor, generator=generator, on_token=count,
+            )
+            if fallbacks:
+                logger.warning("batch %d: the grammar parser failed on %d row(s); those rows fell back to "
+                               "unconstrained decoding (verdicts None from there on)", start // batch_size, fallbacks)
+            if bar is not None:
+                bar.update(len(batch))
+                bar.set_postfix(tok_s=f"{tokens_done / max(time.perf_counter() - started, 1e-9):.0f}")
+    finally:
+        if bar is not None:
+            bar.close()
+        if was_training:
+            model.train()
+
+    results = []
+    for row in rows:
+        ids, logprobs, verdicts = row.token_ids, row.logprobs, row.verdicts
+        if row.stop_at is not None:
+            ids = cut_at_stop(tokenizer, ids, row.stop_at)
+            logprobs, verdicts = logprobs[:len(ids)], verdicts[:len(ids)]
+        results.append(Generation(
+            prompt=prompts[row.prompt_index],
+            prompt_index=row.prompt_index,
+            completion=tokenizer.decode(ids, skip_special_tokens=True),
+            token_ids=list(ids),
+            logprobs=logprobs,
+            grammar_verdicts=verdicts if processor is not None else None,
+            finish_reason=row.finish_reason,
+            grammar_fallbacks=row.fallbacks,
+            sample_index=row.sample_index,
+        ))
+    return results
