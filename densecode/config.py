@@ -66,9 +66,14 @@ class GenerationConfig:
 class RewardConfig:
     mode: str = "dense"  # dense | sparse (same components summed onto the last token)
     code_regions: str = "auto"  # auto | completion | fenced
-    weights: dict[str, float] = field(default_factory=lambda: {"syntax": 0.1, "lint": 0.1, "sim": 0.8, "kl": 0.9})
+    # Merged over densecode.rewards.default_weights(domain) (the reference weights: code
+    # lint/syntax/dfg 0.1, tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9);
+    # a weight of 0 switches a component off.
+    weights: dict[str, float] = field(default_factory=dict)
     # Per-component options, e.g. {"tests": {"fail_penalty": -0.3}, "syntax": {"source": "python"}}.
     components: dict[str, dict] = field(default_factory=dict)
+    # In sparse mode these components stay per token (PPO keeps the KL penalty dense either way).
+    sparse_keep_dense: list[str] = field(default_factory=lambda: ["kl"])
 
 
 @dataclass
@@ -100,6 +105,15 @@ class AlgoConfig:
     repetition_window: int = 128
     dense_in_grpo: bool = False
     dense_in_grpo_scale: float = 0.5
+    # Which components feed the dense term: syntax/lint by their values, others (sim, tests) by
+    # their located diagnostics only (the line that raised), never their spread score.
+    dense_in_grpo_components: list[str] = field(default_factory=lambda: ["syntax", "lint", "sim", "tests"])
+    # MicroCoder/DAPO use no KL loss (beta = 0); kl_coef above is PPO's. > 0 adds a k3 term vs the reference.
+    grpo_kl_coef: float = 0.0
+    # DAPO clip-higher for GRPO (clip_eps_high above stays PPO's symmetric 0.2).
+    grpo_clip_eps_high: float = 0.28
+    # GRPO sampling temperature (densecode/rl/temperature.py): {} = MicroCoder's staged 0.6 -> 1.2 with
+    # diversity-driven early raise; {stages: [1.0], switch_steps: []} = a fixed temperature.
     temperature_schedule: dict[str, Any] = field(default_factory=dict)
 
 

@@ -277,3 +277,84 @@ def test_temperature_config_validation():
         TemperatureController.from_config({"stages": [0.6, 1.2, 1.8]})
     with pytest.raises(ValueError, match="must not decrease"):
         TemperatureController.from_config({"stages": [1.2, 0.6]})
+
+
+def test_one_stage_schedule_is_fixed():
+    ctl = TemperatureController.from_config({"stages": [0.9]})
+    for step in range(300):
+        assert ctl.temperature_for_step(step) == 0.9
+        ctl.update(0.0)
+
+
+# ------------------------------------------------------------------ the strategy object on a fake batch
+
+
+def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=None, syntax_ok=None, length=6):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    n = len(seq_rewards)
+    mask = torch.zeros(n, length)
+    for i, ids in enumerate(token_ids):
+        mask[i, : len(ids)] = 1
+    outputs = {}
+    if syntax_values is not None:
+        outputs["syntax"] = [SimpleNamespace(values=np.asarray(v, dtype=np.float32), diagnostics=[],
+                                             info={"syntax_ok": float(ok)}) for v, ok in zip(syntax_values, syntax_ok)]
+    return SimpleNamespace(
+        response_mask=mask, prompt_index=torch.tensor(prompt_index), sequence_rewards=torch.tensor(seq_rewards),
+        rewards=None, truncated=list(truncated), temperature=0.6,
+        responses=[SimpleNamespace(token_ids=list(ids)) for ids in token_ids],
+        reward_outputs=SimpleNamespace(outputs=outputs, weights={"syntax": 0.1}),
+        advantages=None, returns=None,
+    )
+
+
+def test_algorithm_groups_by_prompt_index_not_position():
+    from densecode.rl.grpo import GRPOAlgorithm
+
+    algo = GRPOAlgorithm(group_size=2, truncation_masking="none")
+    # rows interleaved: prompts 0,1,0,1
+    batch = _fake_batch([1.0, 5.0, 0.0, 5.0], [0, 1, 0, 1], [False] * 4, [[1, 2], [3], [4, 5, 6], [7]])
+    stats = algo.compute_advantages(batch)
+    adv = batch.advantages
+    assert adv[0, :2].tolist() == pytest.approx([1.0, 1.0], abs=1e-4) and adv[0, 2] == 0  # padding stays 0
+    assert adv[2, :3].tolist() == pytest.approx([-1.0] * 3, abs=1e-4)
+    assert torch.equal(adv[1], torch.zeros(6)) and torch.equal(adv[3], torch.zeros(6))
+    assert stats["grpo/zero_std_groups"] == 1.0
+    assert stats["grpo/temperature"] == 0.6 and "diversity/distinct_4" in stats
+    with pytest.raises(ValueError, match="responses per prompt"):
+        algo.compute_advantages(_fake_batch([1.0, 2.0, 3.0], [0, 0, 1], [False] * 3, [[1], [2], [3]]))
+
+
+def test_algorithm_masks_only_truncated_not_incorrect():
+    from densecode.rl.grpo import GRPOAlgorithm
+
+    # rho = 1: every eligible sample is masked; the truncated-but-syntax-error one keeps its advantage
+    algo = GRPOAlgorithm(group_size=4, truncation_masking="conditional", truncation_rho=1.0)
+    batch = _fake_batch(
+        [1.0, 0.0, 0.0, 1.0], [0, 0, 0, 0], [True, True, False, False],
+        [[1, 2, 3, 4, 5, 6], [9, 8, 7, 6, 5, 4], [1], [2]],
+        syntax_values=[[1] * 6, [1, 1, -1, 0, 0, 0], [1], [1]], syntax_ok=[1, 0, 1, 1],
+    )
+    stats = algo.compute_advantages(batch)
+    assert torch.equal(batch.advantages[0], torch.zeros(6))  # truncated, not judged incorrect: masked
+    assert batch.advantages[1, 0] == pytest.approx(-1.0, abs=1e-4)  # truncated but syntax error: kept
+    assert stats["grpo/masked"] == 1.0 and stats["grpo/truncated_incorrect"] == 1.0
+
+
+def test_algorithm_dense_term_marks_the_failing_token():
+    from densecode.rl.grpo import GRPOAlgorithm
+
+    syntax = [[1, 1, 1, 1], [1, -1, 0, 0]]
+    kwargs = dict(seq_rewards=[0.0, 0.0], prompt_index=[0, 0], truncated=[False, False],
+                  token_ids=[[1, 2, 3, 4], [5, 6, 7, 8]], syntax_values=syntax, syntax_ok=[1, 0], length=4)
+    plain = _fake_batch(**kwargs)
+    GRPOAlgorithm(group_size=2, dense_in_grpo=False).compute_advantages(plain)
+    assert torch.equal(plain.advantages, torch.zeros(2, 4))  # equal rewards: plain GRPO learns nothing
+    dense = _fake_batch(**kwargs)
+    GRPOAlgorithm(group_size=2, dense_in_grpo=True, dense_in_grpo_scale=0.5).compute_advantages(dense)
+    adv = dense.advantages
+    assert adv[1, 1] == adv.min() and adv[1, 1] < 0  # the rejected token gets the lowest advantage
+    assert (adv[0] > 0).all()

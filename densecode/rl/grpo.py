@@ -267,3 +267,212 @@ def grpo_policy_loss(
         if kl_tokens is not None:
             stats["kl_ref"] = float(masked_mean(kl_tokens, mask))
     return loss, stats
+
+
+# ------------------------------------------------------------------ reading the reward step's output
+
+# Components whose per-token values are located by construction (the token SynCode/
+# the parser rejected; the tokens under a Ruff span) vs components that spread a
+# score over all code tokens and locate only some failures (the line that raised in
+# the simulator/tests): for those only their diagnostics' token ranges count.
+DENSE_FROM_VALUES = ("syntax", "lint")
+
+
+def sample_infos(reward_outputs: Any, n: int) -> list[dict[str, dict]]:
+    """Per sample: {component name: ComponentOutput.info} from the assembler's RewardBatch."""
+    outputs = getattr(reward_outputs, "outputs", None) or {}
+    return [{name: (outs[i].info or {}) for name, outs in outputs.items()} for i in range(n)]
+
+
+def attributable_token_rewards(reward_outputs: Any, names: Sequence[str], n: int, length: int) -> torch.Tensor:
+    """(N, T) weighted sum of the precisely attributable parts of the components in `names`."""
+    out = torch.zeros((n, length), dtype=torch.float32)
+    outputs = getattr(reward_outputs, "outputs", None) or {}
+    weights = getattr(reward_outputs, "weights", None) or {}
+    for name in names:
+        w = float(weights.get(name, 0.0))
+        if name not in outputs or w == 0.0:
+            continue
+        for i, comp in enumerate(outputs[name]):
+            if name in DENSE_FROM_VALUES:
+                vals = torch.as_tensor(comp.values, dtype=torch.float32)[:length]
+                out[i, : len(vals)] += w * vals
+                continue
+            for d in comp.diagnostics or []:
+                tokens, value = d.get("tokens"), d.get("value")
+                if tokens is None or value is None:
+                    continue
+                a, b = int(tokens[0]), min(int(tokens[1]), length)
+                if b > a:
+                    out[i, a:b] += w * float(value)
+    return out
+
+
+def group_order(prompt_index: torch.Tensor, group_size: int) -> torch.Tensor:
+    """A permutation putting the rows group by group (stable), checking every group has G rows."""
+    prompt_index = torch.as_tensor(prompt_index).flatten().cpu()
+    order = torch.sort(prompt_index, stable=True).indices
+    _, counts = torch.unique(prompt_index, return_counts=True)
+    if (counts != group_size).any():
+        raise ValueError(f"GRPO needs {group_size} responses per prompt; got group sizes {counts.tolist()}")
+    return order
+
+
+# ------------------------------------------------------------------ the trainer's strategy object
+
+
+@dataclass
+class GRPOAlgorithm:
+    """MicroCoder-GRPO as the trainer's `Algorithm` (see trainer.py): no value head.
+
+    compute_advantages: sequence rewards → group advantages → truncation masking
+    → (optional) dense token term; records diversity and lets the temperature
+    controller choose the next step's temperature. loss: clip-higher surrogate.
+    """
+
+    group_size: int = 8
+    clip_eps: float = 0.2
+    clip_eps_high: float = 0.28
+    kl_coef: float = 0.0
+    loss_aggregation: str = "token"
+    truncation_masking: str = "conditional"
+    truncation_rho: float = 0.3
+    repetition_window: int = 128
+    dense_in_grpo: bool = False
+    dense_in_grpo_scale: float = 0.5
+    dense_components: tuple[str, ...] = ("syntax", "lint", "sim", "tests")
+    temperature: float = 1.0  # fixed temperature when there is no schedule
+    controller: Any = None  # TemperatureController or None
+    diversity_edit_distance: bool = True
+    seed: int = 0
+    eps: float = 1e-6
+
+    name = "grpo"
+    needs_value_head = False
+
+    def __post_init__(self) -> None:
+        if self.truncation_masking not in TRUNCATION_MODES:
+            raise ValueError(f"algo.truncation_masking must be one of {TRUNCATION_MODES}")
+        if self.loss_aggregation not in AGGREGATIONS:
+            raise ValueError(f"algo.loss_aggregation must be one of {AGGREGATIONS}")
+        if self.group_size < 2:
+            raise ValueError("algo.group_size must be >= 2 (group-relative advantages need a group)")
+        self._generator = torch.Generator().manual_seed(int(self.seed) + 7919)
+
+    @property
+    def samples_per_prompt(self) -> int:
+        return self.group_size
+
+    @classmethod
+    def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> "GRPOAlgorithm":
+        from densecode.rl.temperature import TemperatureController
+
+        # {} means MicroCoder's defaults; a one-stage schedule is a fixed temperature.
+        controller = TemperatureController.from_config(dict(algo_cfg.temperature_schedule or {}))
+        return cls(
+            group_size=algo_cfg.group_size,
+            clip_eps=algo_cfg.clip_eps,
+            clip_eps_high=algo_cfg.grpo_clip_eps_high,
+            kl_coef=algo_cfg.grpo_kl_coef,
+            loss_aggregation=algo_cfg.loss_aggregation,
+            truncation_masking=algo_cfg.truncation_masking,
+            truncation_rho=algo_cfg.truncation_rho,
+            repetition_window=algo_cfg.repetition_window,
+            dense_in_grpo=algo_cfg.dense_in_grpo,
+            dense_in_grpo_scale=algo_cfg.dense_in_grpo_scale,
+            dense_components=tuple(algo_cfg.dense_in_grpo_components),
+            temperature=gen_cfg.temperature,
+            controller=controller,
+            seed=seed,
+        )
+
+    def sampling_temperature(self, step: int) -> float:
+        return self.controller.temperature_for_step(step) if self.controller is not None else self.temperature
+
+    @torch.no_grad()
+    def compute_advantages(self, batch) -> dict[str, float]:
+        from densecode.rl.diversity import rollout_diversity
+
+        mask = batch.response_mask
+        n, length = mask.shape
+        G = self.group_size
+        # Work in group-by-group order; write results back in the batch's own order.
+        order = group_order(batch.prompt_index, G)
+        if batch.sequence_rewards is not None:
+            rewards = batch.sequence_rewards.float().cpu()
+        else:
+            rewards = (batch.rewards * mask).sum(dim=1).float().cpu()
+
+        ga = group_advantages(rewards[order], G, self.eps)
+        seq_adv = torch.empty(n)
+        seq_adv[order] = ga.advantages
+
+        truncated = torch.tensor(batch.truncated, dtype=torch.bool)
+        infos = sample_infos(batch.reward_outputs, n)
+        incorrect = torch.tensor([judged_incorrect(i) for i in infos], dtype=torch.bool)
+        token_ids = [r.token_ids for r in batch.responses]
+        repetitive = torch.tensor([bool(t) and is_repetitive(ids, self.repetition_window)
+                                   for t, ids in zip(truncated.tolist(), token_ids)], dtype=torch.bool)
+        uniform = torch.rand(n, generator=self._generator)
+        tm = truncation_mask(truncated, incorrect, repetitive, uniform, self.truncation_masking, self.truncation_rho)
+        seq_adv = torch.where(tm.masked, torch.zeros_like(seq_adv), seq_adv)
+
+        advantages = seq_adv[:, None].expand(n, length).clone()
+        stats: dict[str, float] = {}
+        if self.dense_in_grpo:
+            c = attributable_token_rewards(batch.reward_outputs, self.dense_components, n, length)
+            d = torch.empty(n, length)
+            d[order] = dense_token_term(c[order], mask.cpu()[order], G, self.eps)
+            # A masked (truncated, maybe right) sample gets no token signal either.
+            d = d * (~tm.masked).float()[:, None]
+            advantages = advantages + self.dense_in_grpo_scale * d
+            stats["grpo/dense_term_abs_mean"] = float(masked_mean(d.abs(), mask.cpu()))
+        batch.advantages = (advantages * mask.cpu()).to(mask.device)
+        batch.returns = None
+
+        div = rollout_diversity([token_ids[i] for i in order.tolist()], G, edit=self.diversity_edit_distance)
+        if self.controller is not None:
+            self.controller.update(div.get(self.controller.metric, float("nan")))
+        group_rewards = rewards[order].view(-1, G)
+        stats.update({
+            "grpo/reward_mean": float(rewards.mean()),
+            "grpo/reward_std_in_group": float(ga.group_std.mean()),
+            "grpo/zero_std_groups": float(ga.zero_std_groups),
+            "grpo/zero_std_frac": float(ga.zero_std_groups) / max(1, group_rewards.shape[0]),
+            "grpo/advantages_abs_mean": float(masked_mean(advantages.abs(), mask.cpu())),
+            "grpo/temperature": float(batch.temperature),
+            **{f"grpo/{k}": float(v) for k, v in tm.counts.items()},
+            **{f"diversity/{k}": float(v) for k, v in div.items()},
+        })
+        if self.controller is not None:
+            stats["grpo/next_temperature"] = float(self.controller.temperature)
+            stats["diversity/level"] = self.controller.level()
+            stats["diversity/trend"] = self.controller.trend()
+        return stats
+
+    def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        loss, stats = grpo_policy_loss(
+            out.logprobs, mb.logprobs, mb.advantages, mb.response_mask,
+            clip_eps_low=self.clip_eps, clip_eps_high=self.clip_eps_high, aggregation=self.loss_aggregation,
+            ref_logprobs=mb.ref_logprobs, kl_coef=self.kl_coef,
+        )
+        if getattr(out, "entropy", None) is not None:
+            stats["entropy"] = float(masked_mean(out.entropy.detach(), mb.response_mask))
+        return loss, {f"grpo/{k}": torch.tensor(v) for k, v in stats.items()}
+
+    def state_dict(self) -> dict:
+        state: dict[str, Any] = {"generator": self._generator.get_state()}
+        if self.controller is not None:
+            state["controller"] = {"stage": self.controller.stage, "history": list(self.controller.history),
+                                   "last_reason": self.controller.last_reason}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if "generator" in state:
+            self._generator.set_state(state["generator"])
+        if self.controller is not None and "controller" in state:
+            c = state["controller"]
+            self.controller.stage = int(c["stage"])
+            self.controller.history.clear()
+            self.controller.history.extend(c["history"])
+            self.controller.last_reason = c.get("last_reason", "resumed")
