@@ -1,0 +1,92 @@
+"""The component interface, the simulator hook, and the component registry.
+
+A component takes a batch of samples and returns, per sample, one float per
+response token (rewards: bad things negative) plus diagnostics saying what fired
+where. Adding a component = one new module with a `RewardComponent` subclass, one
+entry in `REGISTRY` (or `{"class": "pkg.module:Class"}` in the config's
+`reward.components.<name>`), and a weight in `reward.weights`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from densecode.errors import DensecodeError
+from densecode.rewards.sample import Sample
+
+
+@dataclass
+class ComponentOutput:
+    values: np.ndarray  # float32, one per response token
+    # What fired, where: {"rule": ..., "span": [start, end] (response chars),
+    # "tokens": [first, last+1], "message": ..., "value": ...}.
+    diagnostics: list[dict] = field(default_factory=list)
+    info: dict[str, float] = field(default_factory=dict)  # scalars for logging
+
+    @classmethod
+    def zeros(cls, sample: Sample, **info: float) -> ComponentOutput:
+        return cls(np.zeros(sample.n_tokens, dtype=np.float32), [], dict(info))
+
+
+class RewardComponent:
+    """Base class. Subclasses set `name` and implement `__call__`."""
+
+    name: str = "component"
+
+    def __call__(self, samples: list[Sample]) -> list[ComponentOutput]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def diag(rule: str, span: tuple[int, int] | None, tokens: list[int], message: str, value: float, **extra: Any) -> dict:
+    """A diagnostic record (JSON-friendly)."""
+    out = {
+        "rule": rule,
+        "span": list(span) if span is not None else None,
+        "tokens": [min(tokens), max(tokens) + 1] if tokens else None,
+        "message": message,
+        "value": float(value),
+    }
+    out.update(extra)
+    return out
+
+
+@dataclass
+class SimFeedback:
+    score: float  # in [0, 1]: e.g. clean runs / runs, or task progress
+    # (1-based PROGRAM line, negative penalty, reason) for errors that a line caused.
+    line_penalties: list[tuple[int, float, str]] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class SimulatorBackend(Protocol):
+    def evaluate(self, programs: list[str], tasks: list[dict]) -> list[SimFeedback]: ...
+
+
+# name -> "module:Class"; imported lazily so a component's dependencies load only when used.
+REGISTRY: dict[str, str] = {
+    "syntax": "densecode.rewards.syntax:SyntaxComponent",
+    "lint": "densecode.rewards.lint:LintComponent",
+    "tests": "densecode.rewards.unit_tests:TestsComponent",
+    "dfg": "densecode.rewards.dfg:DFGComponent",
+    "sim": "densecode.rewards.sim:SimComponent",
+    "kl": "densecode.rewards.kl:KLComponent",
+}
+
+
+def load_class(path: str) -> type:
+    if ":" not in path:
+        raise DensecodeError(f"component class {path!r} must look like 'package.module:ClassName'")
+    mod_name, cls_name = path.split(":", 1)
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise DensecodeError(f"cannot import reward component module {mod_name!r}: {exc}") from None
+    try:
+        return getattr(module, cls_name)
+    except AttributeError:
+        raise DensecodeError(f"module {mod_name!r} has no reward component class {cls_name!r}") from None

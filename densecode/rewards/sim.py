@@ -1,0 +1,63 @@
+"""`sim`: simulator feedback through a `SimulatorBackend` (RoboSim or a custom gym sim).
+
+The backend receives each sample's executable program (`program_of`: the prompt's
+`def task_program():` prefix + the response) and its task, and returns a
+`SimFeedback`: a score in [0, 1] that goes on every code token (reference: clean
+runs / runs), or `fail_value` (reference -0.1) when the score is 0; plus
+per-line penalties (1-based PROGRAM lines, e.g. the line that raised a robot-API
+error) added to that line's tokens. Lines inside the prompt prefix reach no token.
+A response without code gets `fail_value` on its last token.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from densecode.errors import DensecodeError
+from densecode.rewards.base import ComponentOutput, RewardComponent, SimFeedback, SimulatorBackend, diag
+from densecode.rewards.sample import Sample, program_of
+
+
+class SimComponent(RewardComponent):
+    name = "sim"
+
+    def __init__(self, simulator: SimulatorBackend | None = None, fail_value: float = -0.1,
+                 line_penalty_scale: float = 1.0) -> None:
+        self.simulator = simulator
+        self.fail_value = float(fail_value)
+        self.line_penalty_scale = float(line_penalty_scale)
+
+    def __call__(self, samples: list[Sample]) -> list[ComponentOutput]:
+        if self.simulator is None:
+            raise DensecodeError(
+                "the sim reward needs a simulator backend: pass simulator= to build_assembler "
+                "(e.g. robosim's RoboSimBackend) or set reward.weights.sim=0"
+            )
+        programs = [program_of(s) for s in samples]
+        feedback = self.simulator.evaluate([p for p, _ in programs], [s.task for s in samples])
+        if len(feedback) != len(samples):
+            raise DensecodeError(f"simulator returned {len(feedback)} feedbacks for {len(samples)} programs")
+        return [self._map(s, pm, fb) for s, (_, pm), fb in zip(samples, programs, feedback)]
+
+    def _map(self, sample: Sample, pmap, fb: SimFeedback) -> ComponentOutput:
+        values = np.zeros(sample.n_tokens, dtype=np.float32)
+        code = sample.code_token_mask()
+        score = float(min(max(fb.score, 0.0), 1.0))
+        base = score if score > 0 else self.fail_value
+        if code.any():
+            values[code] = base
+        elif sample.n_tokens:
+            values[-1] = self.fail_value
+        records = []
+        for line, penalty, reason in fb.line_penalties:
+            rng = pmap.line_to_response(int(line))
+            if rng is None:
+                continue
+            tokens = sample.tokens_in_range(*rng)
+            if tokens:
+                value = self.line_penalty_scale * float(penalty)
+                values[tokens] += value
+                records.append(diag("sim-line", rng, tokens, str(reason), value, line=int(line)))
+        info = {"sim_score": score}
+        info.update({k: float(v) for k, v in fb.info.items() if isinstance(v, (int, float, bool))})
+        return ComponentOutput(values, records, info)
