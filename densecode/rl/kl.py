@@ -1,0 +1,53 @@
+"""KL coefficient controllers (Ziegler et al. 2019, as in TRL).
+
+The KL penalty itself is a reward component (`kl`, −KL per token, computed by the
+reward assembler from the rollout's policy and reference log-probs); the controller
+only chooses its weight β each step and the trainer writes it back with
+`assembler.set_weight("kl", beta)`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class FixedKLController:
+    def __init__(self, beta: float):
+        self.value = float(beta)
+
+    def update(self, current_kl: float, n_steps: int) -> float:
+        return self.value
+
+    def state_dict(self) -> dict:
+        return {"value": self.value}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.value = float(state["value"])
+
+
+class AdaptiveKLController:
+    """β ← β · (1 + clip(KL/target − 1, −0.2, 0.2) · n_steps / horizon)."""
+
+    def __init__(self, init_beta: float, target: float, horizon: int):
+        self.value = float(init_beta)
+        self.target = float(target)
+        self.horizon = int(horizon)
+
+    def update(self, current_kl: float, n_steps: int) -> float:
+        if not np.isfinite(current_kl):
+            return self.value
+        proportional_error = float(np.clip(current_kl / self.target - 1, -0.2, 0.2))
+        self.value *= 1 + proportional_error * n_steps / self.horizon
+        return self.value
+
+    def state_dict(self) -> dict:
+        return {"value": self.value, "target": self.target, "horizon": self.horizon}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.value = float(state["value"])
+
+
+def make_kl_controller(algo_cfg, beta: float):
+    if algo_cfg.adaptive_kl:
+        return AdaptiveKLController(beta, algo_cfg.target_kl, algo_cfg.kl_horizon)
+    return FixedKLController(beta)

@@ -1,0 +1,215 @@
+"""PPO on per-token rewards, CleanRL style: every equation is a few visible lines.
+
+Tensors are laid out over *response tokens*: shape [batch, T], right-padded, with
+`mask` (1 for a real response token, 0 for padding). Everything is a pure function
+of tensors except `PPOAlgorithm`, the strategy object the trainer calls
+(see `densecode/rl/trainer.py` for the interface).
+
+Paper names: rewards r_t, values V_t, deltas δ_t = r_t + γ V_{t+1} − V_t,
+advantages A_t = Σ_k (γλ)^k δ_{t+k} (GAE), returns R_t = A_t + V_t,
+ratio = π_θ(a_t|s_t) / π_old(a_t|s_t), clipfrac, approx_kl, explained variance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    if dim is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1)
+    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+def masked_var(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mean = masked_mean(x, mask)
+    n = mask.sum()
+    var = masked_mean((x - mean) ** 2, mask)
+    # Bessel's correction, like TRL/CleanRL; a single token has variance 0.
+    return var * n / (n - 1) if n > 1 else var
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
+    """(x − mean) / std over the masked tokens of the whole batch; padding stays 0."""
+    mean, var = masked_mean(x, mask), masked_var(x, mask)
+    out = (x - mean) * torch.rsqrt(var + eps)
+    if not shift_mean:
+        out = out + mean
+    return out * mask
+
+
+def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log π(token) under softmax(logits / temperature) — the distribution the rollout sampled from."""
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return torch.gather(logp, -1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    logits = logits.float() / temperature
+    p = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (p * logits).sum(-1)
+
+
+# ---------------------------------------------------------------- GAE
+
+
+@torch.no_grad()
+def compute_gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over response tokens.
+
+    The episode ends after the last real token: V_{T} = 0 (no bootstrap), and
+    padded positions contribute neither reward nor value.
+    Returns (advantages, returns) with returns = advantages + values.
+    """
+    rewards = rewards * mask
+    values = values * mask
+    T = rewards.shape[1]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(T)):
+        nextvalues = values[:, t + 1] if t + 1 < T else torch.zeros_like(values[:, 0])
+        delta = rewards[:, t] + gamma * nextvalues - values[:, t]
+        lastgaelam = delta + gamma * lam * lastgaelam
+        # Padding after the episode: keep the running sum at 0 so nothing leaks backwards.
+        lastgaelam = lastgaelam * mask[:, t]
+        advantages[:, t] = lastgaelam
+    returns = advantages + values
+    return advantages * mask, returns * mask
+
+
+# ---------------------------------------------------------------- losses
+
+
+def clipped_policy_loss(
+    new_logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float = 0.2,
+    clip_eps_high: float | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO clipped surrogate, token-mean over the mask. clip_eps_high ≠ clip_eps gives DAPO clip-higher."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    logratio = new_logprobs - old_logprobs
+    ratio = torch.exp(logratio)
+    pg_losses = -advantages * ratio
+    pg_losses2 = -advantages * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    pg_loss = masked_mean(torch.max(pg_losses, pg_losses2), mask)
+    with torch.no_grad():
+        clipfrac = masked_mean((pg_losses2 > pg_losses).float(), mask)
+        # k3 estimator of KL(old || new) (Schulman), as in CleanRL.
+        approx_kl = masked_mean((ratio - 1) - logratio, mask)
+        ratio_mean = masked_mean(ratio, mask)
+    return pg_loss, {"clipfrac": clipfrac, "approx_kl": approx_kl, "ratio": ratio_mean}
+
+
+def clipped_value_loss(
+    new_values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    value_clip: float = 0.3,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """0.5 · max((V − R)², (V_clipped − R)²), V_clipped = V_old + clip(V − V_old, ±value_clip)."""
+    v_loss_unclipped = (new_values - returns) ** 2
+    v_clipped = old_values + torch.clamp(new_values - old_values, -value_clip, value_clip)
+    v_loss_clipped = (v_clipped - returns) ** 2
+    v_loss = 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask)
+    with torch.no_grad():
+        vf_clipfrac = masked_mean((v_loss_clipped > v_loss_unclipped).float(), mask)
+    return v_loss, {"vf_clipfrac": vf_clipfrac}
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """1 − Var(R − V) / Var(R): 1 = perfect critic, 0 = no better than a constant, < 0 = worse."""
+    var_r = masked_var(returns, mask)
+    if var_r.item() == 0:
+        return float("nan")
+    return float(1 - masked_var(returns - values, mask) / var_r)
+
+
+# ---------------------------------------------------------------- the strategy object
+
+
+@dataclass
+class PPOAlgorithm:
+    """PPO with a value head: GAE advantages, clipped surrogate, clipped value loss.
+
+    Implements the trainer's `Algorithm` interface (see trainer.py).
+    """
+
+    gamma: float = 1.0
+    lam: float = 0.95
+    clip_eps: float = 0.2
+    clip_eps_high: float | None = None
+    value_clip: float = 0.3
+    vf_coef: float = 1.0
+    ent_coef: float = 0.0
+    whiten_advantages: bool = True
+    temperature: float = 1.0
+
+    name = "ppo"
+    needs_value_head = True
+    samples_per_prompt = 1
+
+    @classmethod
+    def from_config(cls, algo_cfg, gen_cfg) -> "PPOAlgorithm":
+        return cls(
+            gamma=algo_cfg.gamma,
+            lam=algo_cfg.lam,
+            clip_eps=algo_cfg.clip_eps,
+            clip_eps_high=algo_cfg.clip_eps_high,
+            value_clip=algo_cfg.value_clip,
+            vf_coef=algo_cfg.vf_coef,
+            ent_coef=algo_cfg.ent_coef,
+            whiten_advantages=algo_cfg.whiten_advantages,
+            temperature=gen_cfg.temperature,
+        )
+
+    def sampling_temperature(self, step: int) -> float:
+        return self.temperature
+
+    def compute_advantages(self, batch) -> dict[str, float]:
+        mask = batch.response_mask
+        advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam)
+        batch.returns = returns
+        # Advantages are whitened, rewards are not (method.md §1).
+        batch.advantages = whiten(advantages, mask) if self.whiten_advantages else advantages
+        return {
+            "ppo/returns_mean": float(masked_mean(returns, mask)),
+            "ppo/advantages_raw_mean": float(masked_mean(advantages, mask)),
+            "ppo/values_mean": float(masked_mean(batch.values, mask)),
+            "ppo/explained_variance": explained_variance(batch.values, returns, mask),
+        }
+
+    def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        mask = mb.response_mask
+        pg_loss, pg_stats = clipped_policy_loss(
+            out.logprobs, mb.logprobs, mb.advantages, mask, self.clip_eps, self.clip_eps_high
+        )
+        v_loss, v_stats = clipped_value_loss(out.values, mb.values, mb.returns, mask, self.value_clip)
+        entropy = masked_mean(out.entropy, mask)
+        loss = pg_loss + self.vf_coef * v_loss - self.ent_coef * entropy
+        stats = {
+            "ppo/policy_loss": pg_loss.detach(),
+            "ppo/value_loss": v_loss.detach(),
+            "ppo/entropy": entropy.detach(),
+            "ppo/clipfrac": pg_stats["clipfrac"],
+            "ppo/approx_kl": pg_stats["approx_kl"],
+            "ppo/ratio": pg_stats["ratio"],
+            "ppo/vf_clipfrac": v_stats["vf_clipfrac"],
+        }
+        return loss, stats
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

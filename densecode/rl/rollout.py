@@ -1,0 +1,198 @@
+"""Rollouts: sample responses, then score every response token once.
+
+A rollout batch records, per response token: its id, the policy log-prob (recomputed
+by a forward pass under the temperature the token was sampled with — the number the
+PPO ratio divides by), the reference log-prob, the value, and the SynCode grammar
+verdict (check mode). Tensors are laid out as
+
+    input_ids = [ left-padded prompt | right-padded response ]      shape [B, Lq + R]
+
+so "the last R positions are the response" holds for every row, and response
+tensors are [B, R] with `response_mask` marking real tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Response:
+    """One sampled response, whatever sampler produced it."""
+
+    prompt_index: int
+    token_ids: list[int]
+    finish_reason: str  # "eos" | "stop" | "length"
+    completion: str = ""
+    grammar_verdicts: list[bool | None] | None = None
+
+
+@dataclass
+class RolloutBatch:
+    prompts: list[str]
+    tasks: list[dict]
+    responses: list[Response]
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    position_ids: torch.Tensor  # [B, L]
+    response_ids: torch.Tensor  # [B, R]
+    response_mask: torch.Tensor  # [B, R] float
+    prompt_index: torch.Tensor  # [B] which prompt (GRPO groups)
+    temperature: float
+    logprobs: torch.Tensor | None = None  # [B, R] old policy, under `temperature`
+    ref_logprobs: torch.Tensor | None = None  # [B, R]
+    values: torch.Tensor | None = None  # [B, R]
+    grammar_verdicts: torch.Tensor | None = None  # [B, R] +1 accepted, −1 rejected, 0 unknown
+    # Filled by the reward step:
+    samples: list[Any] = field(default_factory=list)
+    rewards: torch.Tensor | None = None  # [B, R] total per token (incl. KL, missing-EOS penalty)
+    components: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [B, R] unweighted values
+    sequence_rewards: torch.Tensor | None = None  # [B] sum of `rewards` over the response
+    reward_outputs: Any = None  # the assembler's RewardBatch (for explain/logging)
+    # Filled by the algorithm:
+    advantages: torch.Tensor | None = None  # [B, R]
+    returns: torch.Tensor | None = None  # [B, R]
+
+    @property
+    def size(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def truncated(self) -> list[bool]:
+        return [r.finish_reason == "length" for r in self.responses]
+
+    def select(self, idx) -> "RolloutBatch":
+        """The rows `idx` (a minibatch); tensors and per-row lists are indexed, the rest shared."""
+        idx_list = [int(i) for i in (idx.tolist() if torch.is_tensor(idx) else idx)]
+        index = torch.tensor(idx_list, dtype=torch.long)
+        B = self.size
+        kwargs = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == B:
+                v = v.index_select(0, index.to(v.device))
+            elif isinstance(v, list) and len(v) == B:
+                v = [v[i] for i in idx_list]
+            elif isinstance(v, dict) and f.name == "components":
+                v = {k: t.index_select(0, index.to(t.device)) for k, t in v.items()}
+            kwargs[f.name] = v
+        return RolloutBatch(**kwargs)
+
+    def to(self, device) -> "RolloutBatch":
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if torch.is_tensor(v):
+                setattr(self, f.name, v.to(device))
+        return self
+
+
+# ---------------------------------------------------------------- sampling
+
+
+def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_tokens: int, temperature: float,
+                     top_p: float, top_k: int, grammar: str, stop: list[str], batch_size: int, seed: int,
+                     progress: bool = False) -> list[Response]:
+    """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode)."""
+    from densecode.generation import generate
+
+    gens = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+                    top_p=top_p, top_k=top_k, grammar=grammar, stop=stop, batch_size=batch_size, seed=seed,
+                    progress=progress)
+    return [
+        Response(
+            prompt_index=int(g.prompt_index),
+            token_ids=[int(t) for t in g.token_ids],
+            finish_reason=str(g.finish_reason),
+            completion=g.completion,
+            grammar_verdicts=list(g.grammar_verdicts) if getattr(g, "grammar_verdicts", None) is not None else None,
+        )
+        for g in gens
+    ]
+
+
+# ---------------------------------------------------------------- tensors
+
+
+def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:
+    # Same encoding as densecode.generation (tokenizer defaults, e.g. a BOS for Llama).
+    return [tokenizer(p)["input_ids"] for p in prompts]
+
+
+def build_batch(tokenizer, prompts: list[str], tasks: list[dict], responses: list[Response],
+                temperature: float, device=None, prompt_ids: list[list[int]] | None = None) -> RolloutBatch:
+    """Pad prompts left and responses right into one [B, Lq + R] tensor."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    prompt_ids = prompt_ids if prompt_ids is not None else encode_prompts(tokenizer, prompts)
+    rows_q = [prompt_ids[r.prompt_index] for r in responses]
+    Lq = max(len(q) for q in rows_q)
+    # A response of 0 tokens still needs one slot (masked out) so every row has a last position.
+    R = max(1, max(len(r.token_ids) for r in responses))
+    B = len(responses)
+    input_ids = torch.full((B, Lq + R), pad, dtype=torch.long)
+    attention_mask = torch.zeros((B, Lq + R), dtype=torch.long)
+    response_mask = torch.zeros((B, R), dtype=torch.float32)
+    verdicts = torch.zeros((B, R), dtype=torch.float32)
+    has_verdicts = False
+    for i, (q, r) in enumerate(zip(rows_q, responses)):
+        input_ids[i, Lq - len(q) : Lq] = torch.tensor(q, dtype=torch.long)
+        attention_mask[i, Lq - len(q) : Lq] = 1
+        n = len(r.token_ids)
+        if n:
+            input_ids[i, Lq : Lq + n] = torch.tensor(r.token_ids, dtype=torch.long)
+            attention_mask[i, Lq : Lq + n] = 1
+            response_mask[i, :n] = 1
+        if r.grammar_verdicts:
+            has_verdicts = True
+            for j, v in enumerate(r.grammar_verdicts[:n]):
+                verdicts[i, j] = 0.0 if v is None else (1.0 if v else -1.0)
+    # Positions count real tokens only, so left padding does not shift the prompt.
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    batch = RolloutBatch(
+        prompts=[prompts[r.prompt_index] for r in responses],
+        tasks=[tasks[r.prompt_index] for r in responses],
+        responses=responses,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        response_ids=input_ids[:, Lq:].clone(),
+        response_mask=response_mask,
+        prompt_index=torch.tensor([r.prompt_index for r in responses], dtype=torch.long),
+        temperature=float(temperature),
+        grammar_verdicts=verdicts if has_verdicts else None,
+    )
+    return batch.to(device) if device is not None else batch
+
+
+@torch.no_grad()
+def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 16, with_values: bool = True) -> None:
+    """Fill batch.logprobs, .values and .ref_logprobs with forward passes (no grad), in chunks."""
+    from densecode.rl.value_head import PolicyWithValue
+
+    module: PolicyWithValue = policy_value
+    logps, vals, refs = [], [], []
+    for start in range(0, batch.size, chunk_size):
+        sl = slice(start, start + chunk_size)
+        args = (batch.input_ids[sl], batch.attention_mask[sl], batch.position_ids[sl], batch.response_ids[sl])
+        out = module(*args, temperature=batch.temperature, with_values=with_values)
+        logps.append(out.logprobs)
+        if out.values is not None:
+            vals.append(out.values)
+        if reference is not None:
+            refs.append(reference.logprobs(module.policy, *args, temperature=batch.temperature))
+    mask = batch.response_mask
+    batch.logprobs = torch.cat(logps) * mask
+    batch.values = torch.cat(vals) * mask if vals else None
+    batch.ref_logprobs = torch.cat(refs) * mask if refs else None
+
+
+def to_padded(arrays: list[np.ndarray], R: int, device=None) -> torch.Tensor:
+    out = torch.zeros((len(arrays), R), dtype=torch.float32)
+    for i, a in enumerate(arrays):
+        a = np.asarray(a, dtype=np.float32)[:R]
+        out[i, : len(a)] = torch.from_numpy(a)
+    return out.to(device) if device is not None else out

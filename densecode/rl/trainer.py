@@ -1,0 +1,624 @@
+"""The shared training loop: rollout → rewards → advantages → update.
+
+    for step in range(steps):
+        prompts, tasks = task_source.train_batch(step)                 # per process
+        responses      = sample(policy, prompts, T=algo.sampling_temperature(step))
+        batch          = build_batch(...); score_batch(...)            # logπ_old, logπ_ref, V (no grad)
+        rewards        = reward_fn([make_sample(...)])                 # per-token totals incl. −β·KL
+        adv_stats      = algo.compute_advantages(batch)                # PPO: GAE; GRPO: group-relative
+        for epoch, minibatch, micro-batch:                             # grad accumulation inside
+            out        = policy_value(micro)                           # PolicyOutput (logprobs, entropy, values)
+            loss, st   = algo.loss(micro, out)
+        optimizer step (grad clip; a non-finite grad norm skips the step)
+        kl controller → reward_fn.set_weight("kl", β)
+
+ALGORITHM INTERFACE — what an optimiser plugs in (PPO: densecode.rl.ppo.PPOAlgorithm;
+GRPO: densecode.rl.grpo). A plain object with:
+
+    name: str                                   "ppo" | "grpo" | ...
+    needs_value_head: bool                      True → batch.values is filled, out.values is computed
+    samples_per_prompt: int                     responses per prompt (GRPO: group size G)
+    sampling_temperature(step: int) -> float    the rollout's temperature; the trainer scores
+                                                logπ_old and logπ_new under the SAME temperature
+    compute_advantages(batch: RolloutBatch) -> dict[str, float]
+        must set batch.advantages [B, R] (and batch.returns if it uses a value loss);
+        can read batch.rewards [B, R] (per-token totals), batch.sequence_rewards [B],
+        batch.components, batch.prompt_index (groups), batch.response_mask,
+        batch.responses[i].finish_reason / batch.truncated, batch.reward_outputs
+        (the assembler's RewardBatch: per-component diagnostics), batch.values.
+        Returns scalars to log (use a "<algo>/" prefix).
+    loss(mb: RolloutBatch, out: PolicyOutput) -> (loss: Tensor, stats: dict[str, Tensor|float])
+        mb is a row subset of the batch (mb.logprobs = old, mb.ref_logprobs, mb.advantages, ...);
+        out is the fresh forward pass (out.logprobs, out.entropy, out.values or None).
+        The trainer divides by the number of accumulation micro-batches and calls backward.
+    state_dict() -> dict / load_state_dict(dict)   JSON-able controller state, checkpointed
+    optional on_step_end(batch, stats: dict) -> dict   after the update (e.g. a temperature
+                                                controller reading diversity); returns extra stats
+
+The reward function is any callable `reward_fn(samples) -> RewardBatch` (densecode.rewards
+assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with an optional
+`set_weight("kl", β)` used by the KL controller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import time
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import torch
+
+from densecode.errors import DensecodeError
+from densecode.rl.kl import make_kl_controller
+from densecode.rl.ppo import masked_mean
+from densecode.rl.rollout import (
+    Response,
+    RolloutBatch,
+    build_batch,
+    encode_prompts,
+    sample_responses,
+    score_batch,
+    to_padded,
+)
+from densecode.rl.value_head import PolicyOutput, PolicyWithValue, ReferencePolicy, disable_dropout, is_peft_model
+
+logger = logging.getLogger(__name__)
+
+
+class Algorithm(Protocol):
+    name: str
+    needs_value_head: bool
+    samples_per_prompt: int
+
+    def sampling_temperature(self, step: int) -> float: ...
+
+    def compute_advantages(self, batch: RolloutBatch) -> dict[str, float]: ...
+
+    def loss(self, mb: RolloutBatch, out: PolicyOutput) -> tuple[torch.Tensor, dict[str, Any]]: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class TaskSource(Protocol):
+    """Where prompts come from (see densecode.rl.tasks)."""
+
+    def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]: ...
+
+    def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]: ...
+
+
+def _seed_for(*parts: int) -> int:
+    """A deterministic 31-bit seed from integers (step, process, ...): resume needs no RNG replay."""
+    h = 0x9E3779B9
+    for p in parts:
+        h = (h * 1_000_003 + int(p) + 0x7F4A7C15) & 0x7FFFFFFF
+    return h
+
+
+@dataclass
+class TrainState:
+    step: int = 0  # completed steps
+    skipped_steps: int = 0
+    started_at: float = 0.0
+    elapsed_s: float = 0.0  # wall time over all sessions of this run
+
+
+class Trainer:
+    """Runs the loop; owns the optimizer, accelerate, logging, eval and checkpoints."""
+
+    def __init__(self, cfg, *, model, tokenizer, task_source, reward_fn, algo, run_dir: str | Path,
+                 critic=None, accelerator=None, sample_builder: Callable | None = None, sampler: Callable | None = None,
+                 progress: bool = True):
+        from accelerate import Accelerator
+
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.task_source = task_source
+        self.reward_fn = reward_fn
+        self.algo = algo
+        self.run_dir = Path(run_dir)
+        self.progress = progress
+        self.accelerator = accelerator or Accelerator(mixed_precision=cfg.train.mixed_precision)
+        self.sampler = sampler or sample_responses
+        if sample_builder is None:
+            from densecode.rewards import make_sample as sample_builder
+        self.sample_builder = sample_builder
+        # Dropout off (as TRL's PPOTrainer): ratio = 1 on the first minibatch, clean KL.
+        disable_dropout(model)
+        if critic is not None:
+            disable_dropout(critic)
+        self.reference = ReferencePolicy(model) if cfg.reward.weights.get("kl", 0) > 0 or is_peft_model(model) else None
+        self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
+                                            with_value_head=algo.needs_value_head)
+        params = [p for p in self.policy_value.parameters() if p.requires_grad]
+        # eps=1e-5 as CleanRL: tiny second moments early in RL otherwise blow the first steps up.
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay, eps=1e-5)
+        self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
+        if self.reference is not None:
+            self.reference.to(self.accelerator.device)
+        beta = float(cfg.reward.weights.get("kl", 0.0))
+        self.kl_ctl = make_kl_controller(cfg.algo, beta)
+        self.state = TrainState()
+        self._stop_requested = False
+        self._writer = None
+        self._prompt_cache: dict[str, list[int]] = {}
+
+    # ------------------------------------------------------------ helpers
+
+    @property
+    def unwrapped(self) -> PolicyWithValue:
+        return self.accelerator.unwrap_model(self.policy_value)
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def _log(self, msg: str) -> None:
+        if self.is_main:
+            logger.info(msg)
+
+    # ------------------------------------------------------------ one step
+
+    def rollout(self, step: int) -> tuple[RolloutBatch, dict[str, float]]:
+        cfg, gen = self.cfg, self.cfg.generation
+        proc = self.accelerator.process_index
+        prompts, tasks = self.task_source.train_batch(cfg.train.batch_size, _seed_for(cfg.train.seed, step, proc, 1))
+        temperature = float(self.algo.sampling_temperature(step))
+        policy = self.unwrapped.policy
+        timings = {}
+        t0 = time.perf_counter()
+        responses = self.sampler(
+            policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt, max_new_tokens=gen.max_new_tokens,
+            temperature=temperature, top_p=gen.top_p, top_k=gen.top_k, grammar=gen.grammar, stop=list(gen.stop),
+            batch_size=gen.batch_size, seed=_seed_for(cfg.train.seed, step, proc, 2), progress=False,
+        )
+        eos = self.tokenizer.eos_token_id
+        for r in responses:
+            # The EOS decision is an action too: keep the token so PPO can credit stopping.
+            if r.finish_reason == "eos" and eos is not None:
+                r.token_ids = list(r.token_ids) + [int(eos)]
+        timings["time/generate_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
+                            prompt_ids=encode_prompts(self.tokenizer, prompts))
+        self.policy_value.eval()
+        score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
+                    with_values=self.algo.needs_value_head)
+        timings["time/score_s"] = time.perf_counter() - t0
+        return batch, timings
+
+    def compute_rewards(self, batch: RolloutBatch) -> dict[str, float]:
+        cfg = self.cfg
+        samples = []
+        for i, r in enumerate(batch.responses):
+            n = len(r.token_ids)
+            s = self.sample_builder(batch.prompts[i], r.token_ids, self.tokenizer, batch.tasks[i],
+                                    code_regions=cfg.reward.code_regions, truncated=r.finish_reason == "length")
+            s.logprobs = batch.logprobs[i, :n].detach().float().cpu().numpy()
+            s.ref_logprobs = (batch.ref_logprobs[i, :n].detach().float().cpu().numpy()
+                              if batch.ref_logprobs is not None else s.logprobs.copy())
+            if r.grammar_verdicts is not None:
+                s.grammar_verdicts = list(r.grammar_verdicts) + [None] * (n - len(r.grammar_verdicts))
+            samples.append(s)
+        rb = self.reward_fn(samples)
+        R = batch.response_ids.shape[1]
+        dev = batch.response_ids.device
+        rewards = to_padded(rb.total, R, dev)
+        penalty = abs(float(cfg.generation.missing_eos_penalty))
+        n_missing = 0
+        if penalty:
+            for i, r in enumerate(batch.responses):
+                if r.finish_reason == "length" and r.token_ids:
+                    rewards[i, len(r.token_ids) - 1] -= penalty
+                    n_missing += 1
+        batch.samples = samples
+        batch.rewards = rewards * batch.response_mask
+        batch.components = {k: to_padded(v, R, dev) for k, v in (rb.components or {}).items()}
+        batch.sequence_rewards = batch.rewards.sum(-1)
+        batch.reward_outputs = rb
+        stats = {k: float(v) for k, v in (rb.stats or {}).items() if isinstance(v, (int, float))}
+        stats["reward/missing_eos_penalised"] = float(n_missing)
+        stats["reward/sequence_mean"] = float(batch.sequence_rewards.mean())
+        stats["reward/sequence_std"] = float(batch.sequence_rewards.std()) if batch.size > 1 else 0.0
+        for name, vals in batch.components.items():
+            stats[f"reward/{name}/sequence_mean"] = float(vals.sum(-1).mean())
+        return stats
+
+    def update(self, batch: RolloutBatch, step: int) -> dict[str, float]:
+        cfg = self.cfg.algo
+        B = batch.size
+        n_mb = max(1, min(cfg.num_minibatches, B))
+        n_micro = max(1, cfg.grad_accum_steps)
+        gen = torch.Generator().manual_seed(_seed_for(self.cfg.train.seed, step, self.accelerator.process_index, 3))
+        sums: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        skipped = 0
+        self.policy_value.train()
+        for _epoch in range(cfg.ppo_epochs):
+            perm = torch.randperm(B, generator=gen)
+            for mb_idx in torch.tensor_split(perm, n_mb):
+                micro_parts = [m for m in torch.tensor_split(mb_idx, min(n_micro, len(mb_idx))) if len(m)]
+                for k, micro_idx in enumerate(micro_parts):
+                    mb = batch.select(micro_idx)
+                    last = k == len(micro_parts) - 1
+                    # Sync gradients across processes only on the last micro-batch.
+                    ctx = self.accelerator.no_sync(self.policy_value) if not last else _nullcontext()
+                    with ctx:
+                        out = self.policy_value(mb.input_ids, mb.attention_mask, mb.position_ids, mb.response_ids,
+                                                temperature=batch.temperature, with_values=self.algo.needs_value_head)
+                        loss, st = self.algo.loss(mb, out)
+                        self.accelerator.backward(loss / len(micro_parts))
+                    for key, v in st.items():
+                        sums[key] += float(v)
+                        counts[key] += 1
+                    sums["train/loss"] += float(loss.detach())
+                    counts["train/loss"] += 1
+                grad_norm = self.accelerator.clip_grad_norm_(self.policy_value.parameters(), self.cfg.algo.max_grad_norm)
+                grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+                if not math.isfinite(grad_norm):
+                    # A NaN/inf anywhere (loss, rewards, activations) poisons the all-reduced grads on
+                    # every process alike, so every process skips this optimizer step together.
+                    skipped += 1
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
+                sums["train/grad_norm"] += grad_norm
+                counts["train/grad_norm"] += 1
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        self.policy_value.eval()
+        stats = {k: sums[k] / max(counts[k], 1) for k in sums}
+        stats["train/skipped_updates"] = float(skipped)
+        if skipped:
+            warnings.warn(f"step {step}: {skipped} optimizer update(s) skipped because the loss or gradients "
+                          "were NaN/inf (weights unchanged by those updates)", RuntimeWarning, stacklevel=2)
+        return stats
+
+    def train_step(self, step: int) -> dict[str, float]:
+        t_step = time.perf_counter()
+        batch, stats = self.rollout(step)
+        t0 = time.perf_counter()
+        stats.update(self.compute_rewards(batch))
+        stats["time/reward_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        stats.update(self.algo.compute_advantages(batch))
+        stats.update(self.update(batch, step))
+        stats["time/update_s"] = time.perf_counter() - t0
+        stats.update(self._rollout_stats(batch))
+        if hasattr(self.algo, "on_step_end"):
+            stats.update(self.algo.on_step_end(batch, stats) or {})
+        # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step.
+        seq_kl = stats.get("objective/kl", 0.0)
+        beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
+        if hasattr(self.reward_fn, "set_weight") and self.cfg.reward.weights.get("kl", 0) > 0:
+            try:
+                self.reward_fn.set_weight("kl", beta)
+            except DensecodeError:
+                pass
+        stats["objective/kl_coef"] = beta
+        dt = time.perf_counter() - t_step
+        stats["time/step_s"] = dt
+        stats["perf/tokens_per_s"] = float(batch.response_mask.sum()) / max(dt, 1e-9)
+        stats["perf/generate_tokens_per_s"] = float(batch.response_mask.sum()) / max(stats["time/generate_s"], 1e-9)
+        self._last_batch = batch
+        return self._reduce(stats)
+
+    def _rollout_stats(self, batch: RolloutBatch) -> dict[str, float]:
+        mask = batch.response_mask
+        lengths = mask.sum(-1)
+        stats = {
+            "rollout/response_length": float(lengths.mean()),
+            "rollout/truncated_frac": float(np.mean(batch.truncated)),
+            "rollout/eos_frac": float(np.mean([r.finish_reason == "eos" for r in batch.responses])),
+            "rollout/temperature": batch.temperature,
+        }
+        if batch.ref_logprobs is not None:
+            kl_tok = (batch.logprobs - batch.ref_logprobs) * mask
+            stats["objective/kl"] = float(kl_tok.sum(-1).mean())  # k1 sequence KL
+            stats["objective/kl_token_mean"] = float(masked_mean(kl_tok, mask))
+        if batch.grammar_verdicts is not None:
+            checked = (batch.grammar_verdicts != 0).float() * mask
+            rejected = (batch.grammar_verdicts < 0).float() * mask
+            stats["rollout/grammar_violation_rate"] = float(rejected.sum() / checked.sum().clamp(min=1))
+            stats["rollout/grammar_violating_samples"] = float((rejected.sum(-1) > 0).float().mean())
+        rb = batch.reward_outputs
+        outputs = getattr(rb, "outputs", None) or {}
+        if "lint" in outputs:
+            stats["rollout/lint_violations_per_sample"] = float(np.mean([len(o.diagnostics) for o in outputs["lint"]]))
+        for name in ("tests", "sim"):
+            if name in outputs:
+                scores = [_score_of(o.info) for o in outputs[name]]
+                scores = [s for s in scores if s is not None]
+                if scores:
+                    key = "rollout/test_pass_rate" if name == "tests" else "rollout/sim_success"
+                    stats[key] = float(np.mean(scores))
+        if "syntax" in outputs:
+            stats["rollout/syntax_error_frac"] = float(
+                np.mean([float(np.any(np.asarray(o.values) < 0)) for o in outputs["syntax"]]))
+        return stats
+
+    def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
+        """Mean of every scalar over processes (same keys on every process, sorted)."""
+        if self.accelerator.num_processes == 1:
+            return stats
+        keys = sorted(stats)
+        t = torch.tensor([float(stats[k]) for k in keys], dtype=torch.float64, device=self.accelerator.device)
+        t = self.accelerator.reduce(t, reduction="mean")
+        return dict(zip(keys, t.tolist()))
+
+    # ------------------------------------------------------------ eval, logging
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        out = {}
+        if self.is_main:
+            t0 = time.perf_counter()
+            res = self.task_source.evaluate(self.unwrapped.policy, self.tokenizer, n=self.cfg.train.eval_tasks,
+                                            seed=self.cfg.train.seed)
+            out = {f"eval/{k}": float(v) for k, v in res.items()}
+            out["time/eval_s"] = time.perf_counter() - t0
+            self.write_metrics({"step": step, **out}, kind="eval")
+        self.accelerator.wait_for_everyone()
+        return out
+
+    def write_metrics(self, record: dict, kind: str = "train") -> None:
+        if not self.is_main:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        record = {"kind": kind, **record}
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record, default=_json_default) + "\n")
+        if self._writer is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+            except Exception as exc:  # tensorboard missing or broken: JSONL still has everything
+                logger.warning("TensorBoard logging disabled: %s", exc)
+                self._writer = False
+        if self._writer:
+            step = int(record.get("step", 0))
+            for k, v in record.items():
+                if k not in ("step", "kind") and isinstance(v, (int, float)) and math.isfinite(v):
+                    self._writer.add_scalar(k, v, step)
+            self._writer.flush()
+
+    # ------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self) -> Path | None:
+        """Atomic: write checkpoints/.tmp-step-N, then rename to checkpoints/step-N."""
+        self.accelerator.wait_for_everyone()
+        path = None
+        if self.is_main:
+            ckpt_root = self.run_dir / "checkpoints"
+            ckpt_root.mkdir(parents=True, exist_ok=True)
+            name = f"step-{self.state.step:06d}"
+            tmp = ckpt_root / f".tmp-{name}"
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir()
+            pv = self.unwrapped
+            pv.policy.save_pretrained(tmp / "model", safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp / "model")
+            if pv.value_head is not None:
+                torch.save(pv.value_head.state_dict(), tmp / "value_head.pt")
+            if pv.critic is not None:
+                pv.critic.save_pretrained(tmp / "critic", safe_serialization=True)
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(_rng_state(), tmp / "rng.pt")
+            meta = {
+                "step": self.state.step,
+                "skipped_steps": self.state.skipped_steps,
+                "elapsed_s": self.state.elapsed_s,
+                "kl_controller": self.kl_ctl.state_dict(),
+                "algo": self.algo.state_dict(),
+                "algo_name": self.algo.name,
+                "lora": is_peft_model(pv.policy),
+            }
+            (tmp / "trainer_state.json").write_text(json.dumps(meta, indent=2, default=_json_default))
+            final = ckpt_root / name
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            latest_tmp = ckpt_root / ".latest.tmp"
+            latest_tmp.write_text(name + "\n")
+            os.replace(latest_tmp, ckpt_root / "latest")
+            path = final
+        self.accelerator.wait_for_everyone()
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        path = resolve_checkpoint(path)
+        meta = json.loads((path / "trainer_state.json").read_text())
+        pv = self.unwrapped
+        if meta.get("lora") != is_peft_model(pv.policy):
+            raise DensecodeError(f"checkpoint {path} was trained with lora.enabled={meta.get('lora')}; "
+                                 f"this run has lora.enabled={is_peft_model(pv.policy)} (make them match)")
+        _load_weights(pv.policy, path / "model")
+        if pv.value_head is not None and (path / "value_head.pt").is_file():
+            pv.value_head.load_state_dict(torch.load(path / "value_head.pt", map_location="cpu"))
+        if pv.critic is not None and (path / "critic").is_dir():
+            _load_weights(pv.critic, path / "critic")
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+        _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
+        self.kl_ctl.load_state_dict(meta["kl_controller"])
+        if hasattr(self.reward_fn, "set_weight") and self.cfg.reward.weights.get("kl", 0) > 0:
+            try:
+                self.reward_fn.set_weight("kl", self.kl_ctl.value)
+            except DensecodeError:
+                pass
+        self.algo.load_state_dict(meta.get("algo") or {})
+        self.state.step = int(meta["step"])
+        self.state.skipped_steps = int(meta.get("skipped_steps", 0))
+        self.state.elapsed_s = float(meta.get("elapsed_s", 0.0))
+        self._log(f"resumed from {path} at step {self.state.step}")
+
+    # ------------------------------------------------------------ the loop
+
+    def _on_sigint(self, signum, frame):
+        if self._stop_requested:
+            raise KeyboardInterrupt
+        self._stop_requested = True
+        if self.is_main:
+            print("\ninterrupt: finishing this step, saving a checkpoint and exiting "
+                  "(press Ctrl-C again to abort without saving)", flush=True)
+
+    def train(self, steps: int | None = None) -> dict[str, Any]:
+        cfg = self.cfg.train
+        total = int(steps if steps is not None else cfg.steps)
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        old_handler = None
+        try:
+            old_handler = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread
+            pass
+        bar = None
+        if self.progress and self.is_main:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, initial=self.state.step, desc=f"train {self.algo.name}", unit="step",
+                       dynamic_ncols=True)
+        session_start = time.perf_counter()
+        base_elapsed = self.state.elapsed_s
+        last_stats: dict[str, float] = {}
+        interrupted = False
+        try:
+            if self.state.step == 0 and cfg.eval_every > 0:
+                self.evaluate(0)
+            while self.state.step < total:
+                step = self.state.step
+                stats = self.train_step(step)
+                self.state.step = step + 1
+                self.state.elapsed_s = base_elapsed + time.perf_counter() - session_start
+                if stats.get("train/skipped_updates", 0) > 0:
+                    self.state.skipped_steps += 1
+                last_stats = stats
+                if cfg.log_every > 0 and (self.state.step % cfg.log_every == 0 or self.state.step == total):
+                    self.write_metrics({"step": self.state.step, "elapsed_s": self.state.elapsed_s, **stats})
+                if cfg.eval_every > 0 and (self.state.step % cfg.eval_every == 0 or self.state.step == total):
+                    last_stats.update(self.evaluate(self.state.step))
+                if cfg.save_every > 0 and self.state.step % cfg.save_every == 0 and self.state.step < total:
+                    self.save_checkpoint()
+                if bar is not None:
+                    bar.update(1)
+                    post = {"reward": f"{stats.get('reward/sequence_mean', float('nan')):.3f}",
+                            "kl": f"{stats.get('objective/kl', 0.0):.3f}"}
+                    for k in ("eval/success_rate", "eval/pass_rate"):
+                        if k in last_stats:
+                            post[k.split("/")[1]] = f"{last_stats[k]:.3f}"
+                    bar.set_postfix(post)
+                if self._stop_requested:
+                    interrupted = True
+                    break
+            self.save_checkpoint()
+        finally:
+            if bar is not None:
+                bar.close()
+            if old_handler is not None:
+                signal.signal(signal.SIGINT, old_handler)
+            if self._writer:
+                self._writer.close()
+                self._writer = None
+        if self.is_main:
+            try:
+                from densecode.rl.report import write_report
+
+                write_report(self.run_dir)
+            except Exception as exc:  # a plotting problem must not lose a finished run
+                logger.warning("could not write the learning-curve report: %s", exc)
+        return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _score_of(info: dict) -> float | None:
+    for key in ("pass_rate", "success", "score", "clean_frac", "success_rate"):
+        v = info.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, bool):
+            return float(v)
+    return None
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if torch.is_tensor(o):
+        return o.item() if o.numel() == 1 else o.tolist()
+    return str(o)
+
+
+def _rng_state() -> dict:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+
+
+def _set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint dir, or a run dir / checkpoints dir whose `latest` names one."""
+    path = Path(path)
+    if (path / "trainer_state.json").is_file():
+        return path
+    for root in (path / "checkpoints", path):
+        latest = root / "latest"
+        if latest.is_file():
+            cand = root / latest.read_text().strip()
+            if (cand / "trainer_state.json").is_file():
+                return cand
+    raise DensecodeError(f"--resume {path}: no checkpoint there (expected a run directory with "
+                         "checkpoints/latest, or a checkpoints/step-N directory with trainer_state.json)")
+
+
+def _load_weights(model, directory: Path) -> None:
+    """Load save_pretrained weights (full model or LoRA adapter) into an existing model, exactly."""
+    from safetensors.torch import load_file
+
+    if is_peft_model(model):
+        from peft import set_peft_model_state_dict
+
+        sd = load_file(str(directory / "adapter_model.safetensors"))
+        set_peft_model_state_dict(model, sd)
+        return
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise DensecodeError(f"checkpoint {directory} has no .safetensors weights")
+    sd = {}
+    for f in files:
+        sd.update(load_file(str(f)))
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    tied = {k for k in missing if "lm_head" in k or "embed" in k or "wte" in k}
+    if set(missing) - tied or unexpected:
+        raise DensecodeError(f"checkpoint {directory} does not match the model: missing {sorted(set(missing) - tied)[:5]}, "
+                             f"unexpected {sorted(unexpected)[:5]}")
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
