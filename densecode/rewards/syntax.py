@@ -56,7 +56,9 @@ def parse_error(program: str) -> tuple[int, str, bool] | None:
         msg = exc.msg or "invalid syntax"
         low = msg.lower()
         at_end = pos >= len(program.rstrip())
-        incomplete = any(m in low for m in _INCOMPLETE_MARKERS) or (
+        # A one-line string left open on the last line is cut off, not wrong.
+        open_string = "unterminated string literal" in low and "\n" not in program[pos:].rstrip("\n")
+        incomplete = open_string or any(m in low for m in _INCOMPLETE_MARKERS) or (
             at_end and ("expected an indented block" in low or "invalid syntax" in low or "expected" in low)
         )
         return pos, f"{type(exc).__name__}: {msg}", incomplete

@@ -24,19 +24,28 @@ from densecode.rewards.base import ComponentOutput, RewardComponent, diag
 from densecode.rewards.sample import Sample, program_of
 
 
-def _make_job(sample: Sample, program: str, timeout: float | None) -> Any:
-    from densecode import sandbox
+def _job_classes() -> tuple[type, type]:
+    try:
+        from densecode.sandbox import AssertJob, FunctionCallJob
+    except ImportError as exc:
+        raise DensecodeError(f"the tests reward needs densecode.sandbox's AssertJob/FunctionCallJob ({exc})") from None
+    return AssertJob, FunctionCallJob
 
+
+def _make_job(sample: Sample, program: str, timeout: float | None) -> Any:
     task = sample.task
     kw = {} if timeout is None else {"timeout": timeout}
+    if not task.get("tests") and not (task.get("entry_point") and "inputs" in task):
+        return None
+    assert_job, call_job = _job_classes()
     if task.get("tests"):
         tests = task["tests"]
         if isinstance(tests, str):
             tests = [tests]
-        return sandbox.AssertJob(code=program, tests=list(tests), setup=task.get("setup", "") or "", **kw)
+        return assert_job(code=program, tests=list(tests), setup=task.get("setup", "") or "", **kw)
     if task.get("entry_point") and "inputs" in task:
         extra = {"atol": task["atol"]} if task.get("atol") is not None else {}
-        return sandbox.FunctionCallJob(code=program, entry_point=task["entry_point"], inputs=task["inputs"],
+        return call_job(code=program, entry_point=task["entry_point"], inputs=task["inputs"],
                                        expected=task.get("expected"), **extra, **kw)
     return None
 
