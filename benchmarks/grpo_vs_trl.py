@@ -1,0 +1,200 @@
+"""densecode GRPO vs TRL's GRPOTrainer: wall time per step and tokens/s, same work.
+
+Same tiny model (densecode.testing.make_tiny_model, or --model DIR), same prompts,
+same group size G, completion length, learning rate, steps, one optimizer update
+per step (densecode ppo_epochs=1 / num_minibatches=1; TRL num_iterations=1,
+per_device_train_batch_size = prompts×G), no KL (beta 0), clip-higher 0.2/0.28,
+token-level loss (TRL "bnpo" = DAPO token mean), temperature 1.0, top-p 0.95,
+and the same reward (fraction of even token ids in the completion). The first
+step of each is a warm-up and is left out of the means. Tokens/s counts the
+completion tokens actually generated (EOS can end a completion early).
+
+    .venv/bin/python benchmarks/grpo_vs_trl.py                       # defaults below
+    .venv/bin/python benchmarks/grpo_vs_trl.py --steps 6 --prompts 4 --group-size 8 --max-new-tokens 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PROMPTS = [
+    "# Instruction: go to the kitchen and pick up the apple\ndef task_program():\n",
+    "# Instruction: say hello in every room\ndef task_program():\n",
+    "def add(a, b):\n",
+    "# Instruction: ask Alice if she wants tea\ndef task_program():\n",
+    "for room in get_all_rooms():\n",
+    "class Point:\n",
+    "x = [i * 2 for i in range(10)]\n",
+    "import math\n",
+]
+
+
+def even_fraction(token_ids) -> float:
+    ids = list(token_ids)
+    return float(np.mean([i % 2 == 0 for i in ids])) if ids else 0.0
+
+
+def run_densecode(model_dir: str, args, run_dir: Path) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from densecode.config import load_config
+    from densecode.rewards.assembler import RewardBatch
+    from densecode.rl.grpo import GRPOAlgorithm
+    from densecode.rl.trainer import Trainer
+
+    class Prompts:
+        def train_batch(self, n, seed):
+            return [PROMPTS[i % len(PROMPTS)] for i in range(n)], [{} for _ in range(n)]
+
+        def evaluate(self, *a, **k):
+            return {}
+
+    def reward_fn(samples):
+        total = []
+        for s in samples:
+            t = np.zeros(s.n_tokens, dtype=np.float32)
+            if s.n_tokens:
+                t[-1] = even_fraction(s.token_ids)
+            total.append(t)
+        return RewardBatch(total, {}, {}, {}, {})
+
+    torch.manual_seed(args.seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    cfg = load_config(None, [
+        "algo.name=grpo", f"train.batch_size={args.prompts}", f"algo.group_size={args.group_size}",
+        f"generation.max_new_tokens={args.max_new_tokens}", f"train.lr={args.lr}", "train.eval_every=0",
+        "train.save_every=0", "algo.ppo_epochs=1", "algo.num_minibatches=1", "generation.top_p=0.95",
+        f"generation.batch_size={args.prompts * args.group_size}", "algo.temperature_schedule={stages: [1.0]}",
+        "algo.truncation_masking=none", f"train.seed={args.seed}",
+    ])
+    cfg.reward.weights = {}
+    algo = GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=args.seed)
+    trainer = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn, algo=algo,
+                      run_dir=run_dir, progress=False)
+    times, tokens, rewards = [], [], []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        st = trainer.train_step(step)
+        times.append(time.perf_counter() - t0)
+        tokens.append(float(trainer._last_batch.response_mask.sum()))
+        rewards.append(st["reward/sequence_mean"])
+    return {"step_s": times, "tokens": tokens, "reward": rewards}
+
+
+def run_trl(model_dir: str, args, run_dir: Path) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    torch.manual_seed(args.seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokens: list[float] = []
+    rewards: list[float] = []
+
+    def reward_func(prompts, completions, completion_ids, **kwargs):
+        r = [even_fraction(ids) for ids in completion_ids]
+        tokens.append(float(sum(len(ids) for ids in completion_ids)))
+        rewards.append(float(np.mean(r)))
+        return r
+
+    class Timer(TrainerCallback):
+        def __init__(self):
+            self.times, self._t0 = [], None
+
+        def on_step_begin(self, a, state, control, **kw):
+            self._t0 = time.perf_counter()
+
+        def on_step_end(self, a, state, control, **kw):
+            self.times.append(time.perf_counter() - self._t0)
+
+    n_rows = args.prompts * args.steps
+    data = Dataset.from_dict({"prompt": [PROMPTS[i % len(PROMPTS)] for i in range(n_rows)]})
+    config = GRPOConfig(
+        output_dir=str(run_dir), max_steps=args.steps, learning_rate=args.lr, lr_scheduler_type="constant",
+        warmup_steps=0, per_device_train_batch_size=args.prompts * args.group_size, gradient_accumulation_steps=1,
+        num_generations=args.group_size, max_completion_length=args.max_new_tokens, max_prompt_length=128,
+        num_iterations=1, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="bnpo", temperature=1.0, top_p=0.95,
+        use_cpu=True, report_to="none", save_strategy="no", logging_steps=1, disable_dropout=True, seed=args.seed,
+        shuffle_dataset=False, dataloader_num_workers=0, max_grad_norm=1.0, adam_epsilon=1e-5, disable_tqdm=True,
+        log_level="warning",
+    )
+    timer = Timer()
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_func, args=config, train_dataset=data,
+                          processing_class=tok, callbacks=[timer])
+    trainer.train()
+    return {"step_s": timer.times, "tokens": tokens, "reward": rewards}
+
+
+def summarize(res: dict) -> dict:
+    times, toks = res["step_s"][1:], res["tokens"][1:len(res["step_s"])]  # drop the warm-up step
+    return {
+        "step_s": float(np.mean(times)),
+        "tokens_per_step": float(np.mean(toks)),
+        "tokens_per_s": float(np.sum(toks) / np.sum(times)),
+        "reward_first": float(res["reward"][0]),
+        "reward_last": float(res["reward"][-1]),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None, help="local model dir (default: a fresh tiny GPT-2 from densecode.testing)")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/bench/grpo_vs_trl.json")
+    args = p.parse_args(argv)
+    if args.steps < 2:
+        p.error("--steps must be >= 2 (the first step is a warm-up)")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model_dir = args.model
+        if model_dir is None:
+            from densecode.testing import make_tiny_model
+
+            model_dir = str(make_tiny_model(tmp / "tiny"))
+        dense = summarize(run_densecode(model_dir, args, tmp / "densecode"))
+        trl = summarize(run_trl(model_dir, args, tmp / "trl"))
+    import trl as trl_pkg
+
+    rows = [("wall s / step", "step_s", "{:.3f}"), ("completion tokens / step", "tokens_per_step", "{:.0f}"),
+            ("tokens / s", "tokens_per_s", "{:.0f}")]
+    print(f"\nGRPO step: {args.prompts} prompts x G={args.group_size}, {args.max_new_tokens} new tokens, "
+          f"{args.steps} steps (first = warm-up), {args.threads} thread(s); TRL {trl_pkg.__version__}")
+    print("| metric | densecode | TRL GRPOTrainer | densecode / TRL |")
+    print("|---|---|---|---|")
+    for label, key, fmt in rows:
+        ratio = dense[key] / trl[key] if trl[key] else float("nan")
+        print(f"| {label} | {fmt.format(dense[key])} | {fmt.format(trl[key])} | {ratio:.2f} |")
+    speedup = trl["step_s"] / dense["step_s"]
+    print(f"\ndensecode step is {speedup:.2f}x {'faster' if speedup >= 1 else 'slower'} than TRL's "
+          f"(tokens/s ratio {dense['tokens_per_s'] / trl['tokens_per_s']:.2f})")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"args": vars(args), "trl_version": trl_pkg.__version__, "densecode": dense, "trl": trl},
+                              indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
