@@ -112,6 +112,8 @@ class AlgoConfig:
     grpo_kl_coef: float = 0.0
     # DAPO clip-higher for GRPO (clip_eps_high above stays PPO's symmetric 0.2).
     grpo_clip_eps_high: float = 0.28
+    # GRPO sequence reward from the per-token totals: mean (length-neutral) | sum (grows with length).
+    grpo_sequence_reward: str = "mean"
     # GRPO sampling temperature (densecode/rl/temperature.py): {} = MicroCoder's staged 0.6 -> 1.2 with
     # diversity-driven early raise; {stages: [1.0], switch_steps: []} = a fixed temperature.
     temperature_schedule: dict[str, Any] = field(default_factory=dict)
@@ -302,6 +304,7 @@ _CHOICES = {
     "algo.kl_estimator": ("k1", "k3"),
     "algo.loss_aggregation": ("token", "sequence"),
     "algo.truncation_masking": ("conditional", "all", "none"),
+    "algo.grpo_sequence_reward": ("mean", "sum"),
     "model.value_model": ("shared", "separate"),
     "train.mixed_precision": ("no", "bf16", "fp16"),
 }

@@ -358,3 +358,17 @@ def test_algorithm_dense_term_marks_the_failing_token():
     adv = dense.advantages
     assert adv[1, 1] == adv.min() and adv[1, 1] < 0  # the rejected token gets the lowest advantage
     assert (adv[0] > 0).all()
+
+
+def test_sequence_reward_mean_is_length_neutral():
+    from types import SimpleNamespace
+
+    from densecode.rl.grpo import sequence_rewards
+
+    # +1 on every token: the sum prefers the longer response, the mean does not
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
+    batch = SimpleNamespace(rewards=torch.ones(2, 4) * mask, response_mask=mask, sequence_rewards=None)
+    assert sequence_rewards(batch, "sum").tolist() == [4.0, 2.0]
+    assert sequence_rewards(batch, "mean").tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="grpo_sequence_reward"):
+        sequence_rewards(batch, "max")

@@ -20,13 +20,8 @@ class _Prompts:
 
 
 def _even_token_reward(samples):
-    """Trivial task: the fraction of response tokens with an even id (≈ 0.5 for a random model)."""
-    total = []
-    for s in samples:
-        t = np.zeros(s.n_tokens, dtype=np.float32)
-        if s.n_tokens:
-            t[-1] = np.mean([i % 2 == 0 for i in s.token_ids])
-        total.append(t)
+    """Trivial task: +1 on each response token with an even id (mean ≈ 0.5 for a random model)."""
+    total = [np.array([float(i % 2 == 0) for i in s.token_ids], dtype=np.float32) for s in samples]
     return RewardBatch(total, {}, {}, {}, {})
 
 
@@ -49,7 +44,7 @@ def _trainer(tiny_model_dir, tmp_path, overrides):
 @pytest.mark.timeout(120)
 def test_grpo_improves_trivial_task(tiny_model_dir, tmp_path):
     trainer, _ = _trainer(tiny_model_dir, tmp_path, ["algo.temperature_schedule={stages: [1.0]}"])
-    rewards = [trainer.train_step(step)["reward/sequence_mean"] for step in range(30)]
+    rewards = [trainer.train_step(step)["grpo/reward_mean"] for step in range(30)]  # per-token mean
     first, last = np.mean(rewards[:5]), np.mean(rewards[-5:])
     assert first < 0.62, rewards
     assert last > first + 0.15, rewards

@@ -11,8 +11,8 @@ mask (1 on generated tokens, 0 on padding).
 
 1. Group advantages (no value model):
        A_i = (r_i - mean_g(r)) / (std_g(r) + eps)
-   where r_i is the sequence reward (the assembler's total summed over the
-   response) and mean/std run over the G responses of i's group. std is the
+   where r_i is the sequence reward (the assembler's per-token total averaged
+   over the response, `algo.grpo_sequence_reward: mean`, or summed: `sum`) and mean/std run over the G responses of i's group. std is the
    population std (ddof=0) so a group of two different rewards gives ±1. A group
    whose rewards have no spread (std < eps) carries no learning signal: its
    advantages are exactly 0 and it is counted (`zero_std_groups`).
@@ -308,6 +308,25 @@ def attributable_token_rewards(reward_outputs: Any, names: Sequence[str], n: int
     return out
 
 
+def sequence_rewards(batch, how: str = "mean") -> torch.Tensor:
+    """r_i from the per-token totals: "sum" (the assembler's total) or "mean" over response tokens.
+
+    Dense components put a value on every code token (sim score, syntax +1), so
+    their sum grows with the response length and GRPO would learn "write more";
+    the per-token mean is length-neutral. A batch without per-token rewards uses
+    `batch.sequence_rewards` as given.
+    """
+    if batch.rewards is None:
+        return batch.sequence_rewards.float().cpu()
+    mask = batch.response_mask.float()
+    total = (batch.rewards.float() * mask).sum(dim=1)
+    if how == "sum":
+        return total.cpu()
+    if how == "mean":
+        return (total / mask.sum(dim=1).clamp(min=1.0)).cpu()
+    raise ValueError(f"algo.grpo_sequence_reward must be 'sum' or 'mean', got {how!r}")
+
+
 def group_order(prompt_index: torch.Tensor, group_size: int) -> torch.Tensor:
     """A permutation putting the rows group by group (stable), checking every group has G rows."""
     prompt_index = torch.as_tensor(prompt_index).flatten().cpu()
@@ -341,6 +360,7 @@ class GRPOAlgorithm:
     dense_in_grpo: bool = False
     dense_in_grpo_scale: float = 0.5
     dense_components: tuple[str, ...] = ("syntax", "lint", "sim", "tests")
+    sequence_reward: str = "mean"  # mean | sum of the per-token totals (see sequence_rewards)
     temperature: float = 1.0  # fixed temperature when there is no schedule
     controller: Any = None  # TemperatureController or None
     diversity_edit_distance: bool = True
@@ -381,6 +401,7 @@ class GRPOAlgorithm:
             dense_in_grpo=algo_cfg.dense_in_grpo,
             dense_in_grpo_scale=algo_cfg.dense_in_grpo_scale,
             dense_components=tuple(algo_cfg.dense_in_grpo_components),
+            sequence_reward=algo_cfg.grpo_sequence_reward,
             temperature=gen_cfg.temperature,
             controller=controller,
             seed=seed,
@@ -398,10 +419,7 @@ class GRPOAlgorithm:
         G = self.group_size
         # Work in group-by-group order; write results back in the batch's own order.
         order = group_order(batch.prompt_index, G)
-        if batch.sequence_rewards is not None:
-            rewards = batch.sequence_rewards.float().cpu()
-        else:
-            rewards = (batch.rewards * mask).sum(dim=1).float().cpu()
+        rewards = sequence_rewards(batch, self.sequence_reward)
 
         ga = group_advantages(rewards[order], G, self.eps)
         seq_adv = torch.empty(n)
