@@ -65,3 +65,13 @@ def test_importance_ratio_uses_the_sampling_temperature(tiny_model_dir, tmp_path
         assert "diversity/distinct_4" in st and "grpo/zero_std_groups" in st
     assert temps == [0.6, 0.6, 1.2]
     assert algo.state_dict()["controller"]["stage"] == 1
+
+
+@pytest.mark.timeout(120)
+def test_kl_loss_term_gets_reference_logprobs(tiny_model_dir, tmp_path):
+    trainer, algo = _trainer(tiny_model_dir, tmp_path, ["algo.grpo_kl_coef=0.1", "algo.ppo_epochs=2"])
+    assert algo.needs_reference and trainer.reference is not None
+    st = trainer.train_step(0)
+    assert st["grpo/kl_ref"] >= 0.0  # k3 >= 0; 0 on the first epoch, > 0 once the policy moved
+    no_kl, _ = _trainer(tiny_model_dir, tmp_path, [])
+    assert no_kl.reference is None

@@ -383,6 +383,11 @@ class GRPOAlgorithm:
     def samples_per_prompt(self) -> int:
         return self.group_size
 
+    @property
+    def needs_reference(self) -> bool:
+        """The trainer scores ref logprobs for the k3 loss term only when it is on."""
+        return self.kl_coef > 0
+
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> "GRPOAlgorithm":
         from densecode.rl.temperature import TemperatureController

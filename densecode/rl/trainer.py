@@ -140,7 +140,9 @@ class Trainer:
         disable_dropout(model)
         if critic is not None:
             disable_dropout(critic)
-        self.reference = ReferencePolicy(model) if cfg.reward.weights.get("kl", 0) > 0 or is_peft_model(model) else None
+        # GRPO hook: an algorithm with a KL loss term (grpo_kl_coef > 0) sets needs_reference.
+        needs_ref = cfg.reward.weights.get("kl", 0) > 0 or getattr(algo, "needs_reference", False)
+        self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
         params = [p for p in self.policy_value.parameters() if p.requires_grad]
