@@ -1,0 +1,28 @@
+"""Sandboxed execution of untrusted (generated) code, honest judges and an API bridge.
+
+    from densecode.sandbox import SandboxPool, AssertJob
+    with SandboxPool() as pool:
+        [result] = pool.run([AssertJob(code, ["assert f(1) == 2"])])
+
+See README "Sandbox" for what each protection does and does not guarantee.
+"""
+
+from densecode.sandbox.jobs import (
+    API_OUTCOMES,
+    OUTCOMES,
+    ApiError,
+    ApiHandler,
+    ApiJob,
+    ApiRunResult,
+    AssertJob,
+    FunctionCallJob,
+    JudgeResult,
+    Limits,
+    StdioJob,
+)
+from densecode.sandbox.pool import SandboxError, SandboxPool, get_default_pool
+
+__all__ = [
+    "API_OUTCOMES", "OUTCOMES", "ApiError", "ApiHandler", "ApiJob", "ApiRunResult", "AssertJob",
+    "FunctionCallJob", "JudgeResult", "Limits", "SandboxError", "SandboxPool", "StdioJob", "get_default_pool",
+]

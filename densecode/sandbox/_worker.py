@@ -1,0 +1,443 @@
+"""Fork-server worker: one per pool slot, runs one sandboxed program at a time.
+
+Process tree for one program (ns mode):
+
+    trainer (SandboxPool) --JSON lines-- worker (this file, trusted, small)
+                                            └─ A: setsid, unshare(NEWNS|NEWNET|NEWPID[|NEWUSER]),
+                                                  read-only root, private tmpfs /tmp, then waits for B
+                                                  └─ B: pid 1 of a fresh pid namespace, fresh /proc,
+                                                        rlimits, unprivileged uid, no caps, runs
+                                                        the candidate (densecode.sandbox._child)
+
+Killing B (SIGKILL from the worker) makes the kernel kill every process in its
+pid namespace, including children that detached (setsid/double fork) or
+ignore SIGTERM. The worker never parses what the child writes: result lines
+are forwarded to the parent as opaque strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import signal
+import sys
+import time
+
+from densecode.sandbox import isolation as iso
+
+PRELOAD = (
+    "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
+    "operator", "random", "statistics", "fractions", "decimal", "copy", "datetime",
+    "typing", "dataclasses", "array", "cmath", "json", "sys", "os",
+)  # imported once here so each forked program starts with them warm
+
+UID_BASE = 61000  # slot uids used when the pool runs as root (RLIMIT_NPROC needs a non-root uid)
+GRACE_S = 0.5
+
+
+class _LineReader:
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = b""
+        self.eof = False
+
+    def read_available(self) -> list[bytes]:
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            self.eof = True
+            return []
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        return lines
+
+
+def _send(fd: int, msg: dict) -> None:
+    data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# ---------------------------------------------------------------- sandbox setup
+
+
+def _setup_namespaces(plan: dict) -> None:
+    """In A: new mount/net/pid namespaces, read-only root, private /tmp."""
+    flags = iso.CLONE_NEWNS | iso.CLONE_NEWPID
+    if plan["netns"]:
+        flags |= iso.CLONE_NEWNET
+    if plan["userns"]:
+        uid, gid = os.getuid(), os.getgid()
+        iso.unshare(flags | iso.CLONE_NEWUSER)
+        iso.write_id_maps(0, uid, gid)
+    else:
+        iso.unshare(flags)
+    iso.mount(None, "/", None, iso.MS_REC | iso.MS_PRIVATE)
+    if plan["readonly_root"]:
+        iso.make_tree_readonly("/")
+    iso.mount("tmpfs", "/tmp", "tmpfs", iso.MS_NOSUID | iso.MS_NODEV, f"size={plan['tmpfs_mb']}m,nr_inodes=4096,mode=1777")
+
+
+def _enter_child(plan: dict, limits: dict, fds: dict) -> None:
+    """In B, before the candidate runs: fds, /proc, rlimits, identity, env."""
+    os.dup2(fds["stdin"], 0)
+    os.dup2(fds["out_w"], 1)
+    os.dup2(fds["err_w"], 2)
+    os.dup2(fds["res_w"], 3)
+    os.dup2(fds["rep_r"], 4)
+    os.closerange(5, 65536)
+    if plan["ns"]:
+        if plan["fresh_proc"]:
+            iso.mount("proc", "/proc", "proc", iso.MS_NOSUID | iso.MS_NODEV | 0x8)  # 0x8 = MS_NOEXEC
+        os.chdir("/tmp")
+    else:
+        os.chdir(fds["workdir"])
+    mb = 1024 * 1024
+    iso.set_rlimit(resource.RLIMIT_AS, limits["memory_mb"] * mb)
+    cpu = max(1, int(limits["cpu_s"] + 0.999))
+    iso.set_rlimit(resource.RLIMIT_CPU, cpu, cpu + 1)
+    iso.set_rlimit(resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb)
+    iso.set_rlimit(resource.RLIMIT_CORE, 0)
+    iso.set_rlimit(resource.RLIMIT_NOFILE, 256)
+    iso.set_rlimit(resource.RLIMIT_NPROC, limits["max_procs"])
+    if plan["setuid"] is not None:
+        uid = plan["setuid"]
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)  # drops all capabilities; RLIMIT_NPROC now applies
+    elif plan["userns"]:
+        iso.drop_all_capabilities()
+    iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"})
+    if not plan["netns"]:
+        _block_sockets()
+    sys.stdin = open(0, "r", closefd=False)
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
+
+
+def _block_sockets() -> None:
+    """Fallback when no network namespace is available: best effort, Python-level only."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("network access is disabled in the sandbox")
+
+    socket.socket = refuse  # type: ignore[assignment]
+    socket.create_connection = refuse  # type: ignore[assignment]
+    socket.socketpair = refuse  # type: ignore[assignment]
+    sys.modules["_socket"] = None  # type: ignore[assignment]
+
+
+def _run_in_a(plan: dict, limits: dict, payload: dict, fds: dict) -> None:
+    """Body of the intermediate process A; never returns."""
+    code = 0
+    try:
+        os.setsid()
+        iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if plan["ns"]:
+            _setup_namespaces(plan)
+        pid_b = os.fork()
+        if pid_b == 0:
+            try:
+                iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)
+                _enter_child(plan, limits, fds)
+                from densecode.sandbox import _child
+
+                _child.main(payload)
+            finally:
+                os._exit(70)
+        os.write(fds["stat_w"], f"{pid_b}\n".encode())
+        for key in ("out_w", "err_w", "res_w", "rep_r", "stdin"):
+            os.close(fds[key])
+        _, status = os.waitpid(pid_b, 0)
+        os.write(fds["stat_w"], f"{status}\n".encode())
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            os.write(fds["stat_w"], f"setup-error {type(exc).__name__}: {exc}\n".encode())
+        except OSError:
+            pass
+        code = 71
+    os._exit(code)
+
+
+# ---------------------------------------------------------------- one job
+
+
+class Worker:
+    def __init__(self, cmd_in: int, cmd_out: int, slot: int):
+        self.cmd_in = cmd_in
+        self.cmd_out = cmd_out
+        self.slot = slot
+        self.reader = _LineReader(cmd_in)
+        self.pending: list[bytes] = []
+        self.plan = self._probe()
+
+    # -- capability probe: decide once which protections this kernel allows
+    def _probe(self) -> dict:
+        is_root = os.getuid() == 0
+        candidates = []
+        base = {"tmpfs_mb": 64, "fresh_proc": True, "readonly_root": True}
+        if is_root:
+            candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": UID_BASE + self.slot})
+        candidates.append({**base, "ns": True, "userns": True, "netns": True, "setuid": None})
+        for plan in candidates:
+            for variant in (plan, {**plan, "fresh_proc": False}, {**plan, "fresh_proc": False, "readonly_root": False}):
+                if self._try_plan(variant):
+                    return variant
+        return {"ns": False, "userns": False, "netns": False, "readonly_root": False, "fresh_proc": False,
+                "tmpfs_mb": 0, "setuid": UID_BASE + self.slot if is_root else None}
+
+    def _try_plan(self, plan: dict) -> bool:
+        limits = {"memory_mb": 512, "cpu_s": 5, "file_size_mb": 1, "max_procs": 16, "output_bytes": 4096, "timeout_s": 10}
+        result = self.run_job({"mode": "assert", "setup": "", "code": "", "probes": [["1+1"]]}, limits, plan=plan, relay=False)
+        return result["status"] is not None and result["setup_error"] is None and any('"probe"' in r for r in result["records"])
+
+    def protections(self) -> dict:
+        p = self.plan
+        return {
+            "pid_namespace": p["ns"],
+            "kill_scope": "pid namespace (all descendants)" if p["ns"] else ("all processes of the slot uid" if p["setuid"] else "process group"),
+            "network": "network namespace (no interfaces)" if p["netns"] else "python-level socket block (best effort)",
+            "user_namespace": p["userns"],
+            "readonly_root": p["readonly_root"],
+            "private_tmp": p["ns"],
+            "fresh_proc": p["fresh_proc"],
+            "uid": p["setuid"] if p["setuid"] is not None else ("mapped user in own user namespace" if p["userns"] else os.getuid()),
+            "nproc_limit_enforced": bool(p["setuid"] is not None or p["userns"]),
+            "rlimits": ["AS", "CPU", "FSIZE", "NPROC", "NOFILE", "CORE"],
+        }
+
+    def run_job(self, payload: dict, limits: dict, stdin_data: str | None = None, plan: dict | None = None, relay: bool = False) -> dict:
+        plan = plan or self.plan
+        fds: dict = {}
+        out_r, fds["out_w"] = os.pipe()
+        err_r, fds["err_w"] = os.pipe()
+        res_r, fds["res_w"] = os.pipe()
+        fds["rep_r"], rep_w = os.pipe()
+        stat_r, fds["stat_w"] = os.pipe()
+        if stdin_data is not None:
+            fds["stdin"] = os.memfd_create("stdin")
+            os.write(fds["stdin"], stdin_data.encode())
+            os.lseek(fds["stdin"], 0, os.SEEK_SET)
+        else:
+            fds["stdin"] = os.open(os.devnull, os.O_RDONLY)
+        workdir = None
+        if not plan["ns"]:
+            import tempfile
+
+            workdir = tempfile.mkdtemp(prefix="densecode-sbx-")
+            if plan["setuid"] is not None:
+                os.chown(workdir, plan["setuid"], plan["setuid"])
+            fds["workdir"] = workdir
+        start = time.monotonic()
+        pid_a = os.fork()
+        if pid_a == 0:
+            for fd in (out_r, err_r, res_r, rep_w, stat_r, self.cmd_in, self.cmd_out):
+                os.close(fd)
+            _run_in_a(plan, limits, payload, fds)
+        for key in ("out_w", "err_w", "res_w", "rep_r", "stat_w", "stdin"):
+            os.close(fds[key])
+        try:
+            return self._supervise(pid_a, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay)
+        finally:
+            for fd in (out_r, err_r, res_r, rep_w, stat_r):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            try:
+                os.waitpid(pid_a, 0)
+            except ChildProcessError:
+                pass
+            if workdir is not None:
+                import shutil
+
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def _kill(self, pid_a: int, pid_b: int | None, plan: dict) -> None:
+        if pid_b is not None:
+            try:
+                os.kill(pid_b, signal.SIGKILL)  # pid-ns init: the kernel kills the whole namespace
+            except ProcessLookupError:
+                pass
+        if not plan["ns"]:
+            try:
+                os.killpg(pid_a, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if plan["setuid"] is not None:
+                self._kill_uid(plan["setuid"])
+
+    @staticmethod
+    def _kill_uid(uid: int) -> None:
+        """Kill every process of a slot uid (catches detached children without a pid namespace)."""
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+    def _supervise(self, pid_a, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay) -> dict:
+        sel = selectors.DefaultSelector()
+        for fd, name in ((out_r, "out"), (err_r, "err"), (res_r, "res"), (stat_r, "stat")):
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ, name)
+        if relay:
+            sel.register(self.cmd_in, selectors.EVENT_READ, "cmd")
+        streams = {"out": bytearray(), "err": bytearray()}
+        res_reader = _LineReader(res_r)
+        stat_reader = _LineReader(stat_r)
+        records: list[str] = []
+        res_bytes = 0
+        res_cap = max(16 << 20, limits["output_bytes"])
+        out_cap = limits["output_bytes"]
+        pid_b = None
+        status = None
+        setup_error = None
+        killed = None
+        open_fds = {out_r, err_r, res_r, stat_r}
+        deadline = start + limits["timeout_s"]
+        drain_until = None
+        while True:
+            now = time.monotonic()
+            if killed is None and status is None and now >= deadline:
+                killed = "timeout"
+                self._kill(pid_a, pid_b, plan)
+            if status is not None or setup_error is not None:
+                if drain_until is None:
+                    drain_until = now + GRACE_S
+                if not (open_fds - {stat_r}) or now >= drain_until:
+                    break
+            if killed is not None and drain_until is None:
+                drain_until = now + GRACE_S
+            if drain_until is not None and now >= drain_until:
+                break
+            wait = (drain_until if drain_until is not None else deadline) - now
+            for key, _ in sel.select(timeout=max(0.0, min(wait, 1.0))):
+                name = key.data
+                if name == "cmd":
+                    for line in self.reader.read_available():
+                        msg = json.loads(line)
+                        if msg.get("op") == "reply":
+                            try:
+                                os.write(rep_w, (msg["data"] + "\n").encode())
+                            except OSError:
+                                pass
+                        elif msg.get("op") == "kill" and killed is None:
+                            killed = msg.get("reason", "killed")
+                            self._kill(pid_a, pid_b, plan)
+                    if self.reader.eof:
+                        os._exit(0)  # parent gone
+                    continue
+                fd = key.fd
+                if name == "stat":
+                    for line in stat_reader.read_available():
+                        text = line.decode(errors="replace")
+                        if text.startswith("setup-error"):
+                            setup_error = text
+                        elif pid_b is None:
+                            pid_b = int(text)
+                        else:
+                            status = int(text)
+                    if stat_reader.eof:
+                        sel.unregister(fd)
+                        open_fds.discard(fd)
+                        if status is None and setup_error is None and pid_b is None:
+                            setup_error = "setup-error: sandbox process died before starting"
+                        elif status is None and setup_error is None:
+                            status = -1  # A died (killed); B died with it via PDEATHSIG
+                    continue
+                if name == "res":
+                    lines = res_reader.read_available()
+                    for line in lines:
+                        res_bytes += len(line) + 1
+                        text = line.decode("utf-8", errors="replace")
+                        if relay:
+                            _send(self.cmd_out, {"op": "rec", "data": text})
+                        else:
+                            records.append(text)
+                    res_bytes_now = res_bytes + len(res_reader.buf)
+                    if res_bytes_now > res_cap and killed is None:
+                        killed = "output_limit"
+                        self._kill(pid_a, pid_b, plan)
+                    if res_reader.eof:
+                        sel.unregister(fd)
+                        open_fds.discard(fd)
+                    continue
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                buf = streams[name]
+                room = out_cap - len(streams["out"]) - len(streams["err"])
+                buf += chunk[: max(0, room)]
+                if len(chunk) > room and killed is None:
+                    killed = "output_limit"
+                    self._kill(pid_a, pid_b, plan)
+        if status is None and killed is not None:
+            self._kill(pid_a, pid_b, plan)
+        sel.close()
+        return {
+            "op": "done",
+            "status": status,
+            "pid_b": pid_b,
+            "setup_error": setup_error,
+            "killed": killed,
+            "records": records,
+            "stdout": streams["out"].decode("utf-8", errors="replace"),
+            "stderr": streams["err"].decode("utf-8", errors="replace"),
+            "duration_s": time.monotonic() - start,
+        }
+
+    def serve(self) -> None:
+        _send(self.cmd_out, {"op": "hello", "protections": self.protections(), "pid": os.getpid()})
+        while True:
+            sel_lines = self.reader.read_available() if not self.pending else []
+            self.pending.extend(sel_lines)
+            if self.reader.eof and not self.pending:
+                return
+            while self.pending:
+                msg = json.loads(self.pending.pop(0))
+                if msg.get("op") != "run":
+                    continue
+                result = self.run_job(msg["payload"], msg["limits"], msg.get("stdin"), relay=msg["payload"]["mode"] == "api")
+                result["id"] = msg["id"]
+                _send(self.cmd_out, result)
+
+
+def main() -> None:
+    cmd_in, cmd_out, slot = (int(x) for x in sys.argv[1:4])
+    iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the worker dies with the pool's process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the trainer is handled by the parent
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    for name in sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else []:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    import densecode.sandbox._child  # noqa: F401 - warm for the forked children
+
+    Worker(cmd_in, cmd_out, slot).serve()
+
+
+if __name__ == "__main__":
+    main()
