@@ -1,0 +1,206 @@
+"""Trainer end to end on the tiny test model: learning, reward placement, resume, NaN, CLI errors."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from densecode.config import load_config
+from densecode.errors import DensecodeError
+from densecode.models import load_model_and_tokenizer
+from densecode.rl.ppo import PPOAlgorithm
+from densecode.rl.rollout import Response
+from densecode.rl.trainer import Trainer
+
+TARGET = 48  # "target tokens": ids below 48, ~1/8 of the tiny vocab
+
+
+class TargetTokenTask:
+    """Trivial task: the prompt is fixed; evaluation = share of sampled tokens that are targets."""
+
+    prompt = "x = "
+
+    def train_batch(self, n, seed):
+        return [self.prompt] * n, [{}] * n
+
+    def evaluate(self, model, tokenizer, *, n, seed):
+        from densecode.generation import generate
+
+        gens = generate(model, tokenizer, [self.prompt] * 48, n=1, max_new_tokens=6, temperature=1.0, seed=seed,
+                        progress=False)
+        ids = [t for g in gens for t in g.token_ids]
+        return {"target_frac": float(np.mean([t < TARGET for t in ids]))}
+
+
+class TargetReward:
+    """+1 on every target token, minus β·KL per token (what the real kl component does)."""
+
+    def __init__(self, beta=0.05, poison=False):
+        self.weights = {"kl": beta}
+        self.poison = poison
+
+    def set_weight(self, name, value):
+        self.weights[name] = value
+
+    def __call__(self, samples):
+        target = [np.array([1.0 if t < TARGET else 0.0 for t in s.token_ids], dtype=np.float32) for s in samples]
+        kl = [self.weights["kl"] * (s.logprobs - s.ref_logprobs) for s in samples]
+        total = [t - k for t, k in zip(target, kl)]
+        if self.poison:
+            total[0] = total[0] * np.nan
+        return SimpleNamespace(total=total, components={"target": target}, outputs={},
+                               stats={"reward/target/token_mean": float(np.mean(np.concatenate(target)))})
+
+
+def make_cfg(model_dir, tmp_path, *extra):
+    return load_config(None, [
+        f"model.name_or_path={model_dir}", "reward.weights={target: 1.0, kl: 0.05}", "reward.code_regions=completion",
+        "generation.max_new_tokens=6", "generation.top_p=1.0", "generation.batch_size=16", "train.batch_size=16",
+        "train.lr=3e-3", "algo.ppo_epochs=2", "algo.num_minibatches=2", "train.eval_every=0", "train.save_every=0",
+        f"train.output_dir={tmp_path}", *extra,
+    ])
+
+
+def make_trainer(cfg, run_dir, reward=None, task=None, **kw):
+    torch.manual_seed(0)
+    model, tok = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
+    algo = PPOAlgorithm.from_config(cfg.algo, cfg.generation)
+    return Trainer(cfg, model=model, tokenizer=tok, task_source=task or TargetTokenTask(),
+                   reward_fn=reward or TargetReward(), algo=algo, run_dir=run_dir, progress=False, **kw)
+
+
+def test_tiny_model_learns_target_tokens(tiny_model_dir, tmp_path):
+    cfg = make_cfg(tiny_model_dir, tmp_path)
+    tr = make_trainer(cfg, tmp_path)
+    before = tr.evaluate(0)["eval/target_frac"]
+    logs = [tr.train_step(s) for s in range(30)]
+    after = tr.evaluate(30)["eval/target_frac"]
+    assert before < 0.25
+    assert after > before + 0.4, (before, after)
+    # The update really ran PPO: clipping happened, the critic learnt something.
+    assert any(log["ppo/clipfrac"] > 0 for log in logs)
+    assert logs[-1]["ppo/explained_variance"] > 0.3
+    for key in ("objective/kl", "ppo/approx_kl", "ppo/value_loss", "ppo/entropy", "rollout/response_length",
+                "perf/tokens_per_s", "time/generate_s", "time/reward_s", "time/update_s"):
+        assert key in logs[-1]
+
+
+def _scripted_sampler(responses):
+    def sampler(model, tokenizer, prompts, **kw):
+        return [Response(**r) for r in responses]
+    return sampler
+
+
+def test_dense_rewards_reach_their_token_positions(tiny_model_dir, tmp_path):
+    """Each token's reward lands on that token's slot; padding stays 0; missing-EOS penalty on the last token."""
+    cfg = make_cfg(tiny_model_dir, tmp_path, "generation.missing_eos_penalty=0.5", "train.batch_size=2")
+    responses = [dict(prompt_index=0, token_ids=[5, 6, 7], finish_reason="length"),
+                 dict(prompt_index=1, token_ids=[8], finish_reason="stop")]
+
+    class PositionReward(TargetReward):
+        def __call__(self, samples):
+            total = [np.array([10.0 * (i + 1) + j for j in range(len(s.token_ids))], dtype=np.float32)
+                     for i, s in enumerate(samples)]
+            return SimpleNamespace(total=total, components={}, outputs={}, stats={})
+
+    class TwoPrompts(TargetTokenTask):
+        def train_batch(self, n, seed):
+            return ["a = ", "b = "], [{}, {}]
+
+    tr = make_trainer(cfg, tmp_path, reward=PositionReward(), task=TwoPrompts(),
+                      sampler=_scripted_sampler(responses))
+    batch, _ = tr.rollout(0)
+    tr.compute_rewards(batch)
+    assert batch.response_ids.tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert batch.rewards.tolist() == [[10.0, 11.0, 12.0 - 0.5], [20.0, 0.0, 0.0]]
+    assert batch.response_mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    # The recorded old log-probs are exactly what a fresh forward pass gives (ratio 1 at epoch 0).
+    out = tr.unwrapped(batch.input_ids, batch.attention_mask, batch.position_ids, batch.response_ids,
+                       temperature=batch.temperature)
+    assert torch.allclose(out.logprobs * batch.response_mask, batch.logprobs, atol=1e-5)
+    # Left-padded prompts: the scored log-prob of a token does not depend on the batch's padding.
+    solo = tr.rollout.__self__  # same trainer
+    one = batch.select([1])
+    from densecode.rl.rollout import build_batch
+    alone = build_batch(tr.tokenizer, ["b = "], [{}], [Response(prompt_index=0, token_ids=[8], finish_reason="stop")],
+                        batch.temperature)
+    o1 = solo.unwrapped(alone.input_ids, alone.attention_mask, alone.position_ids, alone.response_ids,
+                        temperature=batch.temperature)
+    assert torch.allclose(o1.logprobs[0, 0], one.logprobs[0, 0], atol=1e-5)
+
+
+def test_eos_token_is_kept_as_an_action(tiny_model_dir, tmp_path):
+    cfg = make_cfg(tiny_model_dir, tmp_path, "train.batch_size=1")
+    tr = make_trainer(cfg, tmp_path, sampler=_scripted_sampler([dict(prompt_index=0, token_ids=[5], finish_reason="eos")]))
+    batch, _ = tr.rollout(0)
+    assert batch.response_ids[0].tolist() == [5, tr.tokenizer.eos_token_id]
+    assert batch.response_mask[0].tolist() == [1, 1]
+
+
+def test_nan_rewards_skip_the_update(tiny_model_dir, tmp_path):
+    cfg = make_cfg(tiny_model_dir, tmp_path)
+    tr = make_trainer(cfg, tmp_path, reward=TargetReward(poison=True))
+    before = {k: v.clone() for k, v in tr.unwrapped.state_dict().items()}
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        stats = tr.train_step(0)
+    assert stats["train/skipped_updates"] == 4  # 2 epochs x 2 minibatches
+    after = tr.unwrapped.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def _weights(tr):
+    return {k: v.detach().clone() for k, v in tr.unwrapped.state_dict().items()}
+
+
+def test_resume_reproduces_the_next_step_exactly(tiny_model_dir, tmp_path):
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    cfg_a = make_cfg(tiny_model_dir, run_a)
+    tr = make_trainer(cfg_a, run_a)
+    tr.train(steps=3)
+    w_full = _weights(tr)
+    stats_full = [r for r in map(__import__("json").loads, (run_a / "metrics.jsonl").read_text().splitlines())]
+
+    cfg_b = make_cfg(tiny_model_dir, run_b)
+    tr1 = make_trainer(cfg_b, run_b)
+    tr1.train(steps=2)  # saves checkpoints/step-000002 at the end
+    assert (run_b / "checkpoints" / "step-000002" / "model" / "model.safetensors").is_file()
+    assert not list((run_b / "checkpoints").glob(".tmp-*"))
+    tr2 = make_trainer(cfg_b, run_b)
+    tr2.load_checkpoint(run_b)
+    assert tr2.state.step == 2
+    tr2.train(steps=3)
+    w_resumed = _weights(tr2)
+    assert w_full.keys() == w_resumed.keys()
+    for k in w_full:
+        assert torch.equal(w_full[k], w_resumed[k]), k
+    stats_res = [r for r in map(__import__("json").loads, (run_b / "metrics.jsonl").read_text().splitlines())]
+    last_a = [r for r in stats_full if r["step"] == 3][0]
+    last_b = [r for r in stats_res if r["step"] == 3][0]
+    for key in ("ppo/policy_loss", "ppo/value_loss", "reward/sequence_mean", "objective/kl"):
+        assert last_a[key] == last_b[key], key
+    assert (run_b / "learning_curves.png").is_file() and (run_b / "summary.md").is_file()
+
+
+def test_resume_dir_without_checkpoint_is_a_clear_error(tmp_path):
+    from densecode.rl.trainer import resolve_checkpoint
+
+    with pytest.raises(DensecodeError, match="no checkpoint"):
+        resolve_checkpoint(tmp_path)
+
+
+def test_cli_errors_are_clear(tmp_path, capsys):
+    from densecode.cli import main
+
+    rc = main(["train", "--domain", "code", "--output-dir", str(tmp_path / "r"), "--set",
+               f"tasks.path={tmp_path}/missing.jsonl"])
+    assert rc == 2
+    assert "tasks file not found" in capsys.readouterr().err
+    rc = main(["train", "--domain", "robotics", "--model", str(tmp_path / "nope"), "--output-dir",
+               str(tmp_path / "r2")])
+    assert rc == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--domain", "chess"])
