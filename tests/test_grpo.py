@@ -372,3 +372,17 @@ def test_sequence_reward_mean_is_length_neutral():
     assert sequence_rewards(batch, "mean").tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="grpo_sequence_reward"):
         sequence_rewards(batch, "max")
+
+
+@pytest.mark.parametrize("name", ["robotics-grpo", "code-grpo"])
+def test_grpo_configs_build_microcoder(name):
+    from densecode.config import load_config
+    from densecode.train_cli import build_algorithm
+
+    cfg = load_config(name)
+    algo = build_algorithm(cfg)
+    assert algo.name == "grpo" and not algo.needs_value_head and not algo.needs_reference
+    assert (algo.clip_eps, algo.clip_eps_high, algo.kl_coef) == (0.2, 0.28, 0.0)
+    assert algo.truncation_masking == "conditional" and algo.loss_aggregation == "token"
+    assert algo.sampling_temperature(0) == 0.6 and algo.samples_per_prompt == 8
+    assert cfg.reward.weights["kl"] == 0.0
