@@ -896,6 +896,8 @@ def make_task(family: str, rng: random.Random, task_id: str = "", split: str = "
     instruction = rng.choice(phrasings).format(**params)
     rooms = worlds[0]["state"]["rooms"]
     dynamic = {"rooms": list(rooms), "robot": worlds[0]["state"]["robot"]}
+    if any(w["timeout"] for w in worlds):
+        dynamic["expects_timeout"] = True  # "keep checking until ...": running until stopped is normal
     return RoboTask(
         task_id=task_id,
         family=family,
