@@ -132,6 +132,9 @@ def run_trl(model_dir: str, args, run_dir: Path) -> dict:
     timer = Timer()
     trainer = GRPOTrainer(model=model, reward_funcs=reward_func, args=config, train_dataset=data,
                           processing_class=tok, callbacks=[timer])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # its per-step dict printing is not part of the work compared
     trainer.train()
     return {"step_s": timer.times, "tokens": tokens, "reward": rewards}
 
