@@ -12,6 +12,11 @@ code prefix is prepended so the response parses in context):
   code token.
 Prose tokens get 0.
 
+"Where it first breaks" is the first character after which no continuation could
+parse (`locate="prefix"`, a binary search over prefixes with CPython as the oracle),
+not CPython's reported position, which for some errors is the start of the
+offending construct (`locate="cpython"` uses that instead).
+
 Sources: `python` (default) uses CPython's own parser, so valid Python is never
 punished (SynCode's grammar rejects docstrings in functions, walrus, match, ...);
 `grammar` reads the rollout's SynCode check-mode verdicts (`sample.grammar_verdicts`),
@@ -21,6 +26,7 @@ punished (SynCode's grammar rejects docstrings in functions, walrus, match, ...)
 from __future__ import annotations
 
 import ast
+import keyword
 import warnings
 
 import numpy as np
@@ -39,8 +45,8 @@ _INCOMPLETE_MARKERS = (
 )
 
 
-def parse_error(program: str) -> tuple[int, str, bool] | None:
-    """First syntax error of `program`: (char offset, message, incomplete_at_end) or None."""
+def _first_error(program: str) -> tuple[int, str, str] | None:
+    """CPython's first syntax error: (char offset, message, lower-case raw message) or None."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning for invalid escapes etc.
@@ -48,29 +54,70 @@ def parse_error(program: str) -> tuple[int, str, bool] | None:
         return None
     except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes in source
         if not isinstance(exc, SyntaxError):
-            return 0, str(exc), False
-        pm = ProgramMap(program, [])
+            return 0, str(exc), str(exc).lower()
         line = exc.lineno or 1
         col = max((exc.offset or 1) - 1, 0)
-        pos = pm.line_col_to_char(line, col)
+        pos = ProgramMap(program, []).line_col_to_char(line, col)
         msg = exc.msg or "invalid syntax"
-        low = msg.lower()
-        at_end = pos >= len(program.rstrip())
-        # A one-line string left open on the last line is cut off, not wrong.
-        open_string = "unterminated string literal" in low and "\n" not in program[pos:].rstrip("\n")
-        incomplete = open_string or any(m in low for m in _INCOMPLETE_MARKERS) or (
-            at_end and ("expected an indented block" in low or "invalid syntax" in low or "expected" in low)
-        )
-        return pos, f"{type(exc).__name__}: {msg}", incomplete
+        return pos, f"{type(exc).__name__}: {msg}", msg.lower()
+
+
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def parse_error(program: str) -> tuple[int, str, bool] | None:
+    """First syntax error of `program`: (char offset, message, incomplete_at_end) or None.
+
+    Incomplete = the text stops too early (open bracket/string/block at the end) but
+    nothing before the end is wrong. "'(' was never closed" is CPython's verdict
+    whenever a bracket stays open, even if a real error hides inside the brackets
+    (`go_to('a'\n say('b')`): the bracket is closed at the end and the program
+    re-parsed; an error that then shows up inside the original text is the real one.
+    """
+    err = _first_error(program)
+    if err is None:
+        return None
+    pos, msg, low = err
+    end = len(program.rstrip())
+    if "was never closed" in low:
+        probe = program
+        for _ in range(32):
+            opener = low.split("'")[1] if low.count("'") >= 2 else "("
+            probe = probe + _CLOSERS.get(opener, ")")
+            nxt = _first_error(probe)
+            if nxt is None:
+                return pos, msg, True
+            p2, m2, l2 = nxt
+            if "was never closed" in l2:
+                low = l2
+                continue
+            if p2 < end:
+                return p2, m2, False
+            return pos, msg, True
+        return pos, msg, True
+    # A one-line string left open on the last line is cut off, not wrong.
+    open_string = "unterminated string literal" in low and "\n" not in program[pos:].rstrip("\n")
+    at_end = pos >= end
+    incomplete = open_string or any(m in low for m in _INCOMPLETE_MARKERS) or (
+        # At the end: a block opener waits for its body; anything else is cut off only if
+        # no newline has ended the statement yet (`x = 1 +` is cut off, `x = 1 +\n` is wrong).
+        at_end and ("expected an indented block" in low or "\n" not in program[pos:])
+    )
+    return pos, msg, incomplete
 
 
 class SyntaxComponent(RewardComponent):
     name = "syntax"
 
     def __init__(self, source: str = "python", valid_value: float = 1.0, error_value: float = -1.0,
-                 after_error_value: float = 0.0) -> None:
+                 after_error_value: float = 0.0, locate: str = "prefix") -> None:
         if source not in ("python", "grammar"):
             raise DensecodeError(f"reward.components.syntax.source must be 'python' or 'grammar'; got {source!r}")
+        if locate not in ("prefix", "cpython"):
+            raise DensecodeError(f"reward.components.syntax.locate must be 'prefix' or 'cpython'; got {locate!r}")
+        # prefix: the first character after which no continuation parses (binary search);
+        # cpython: the position CPython's SyntaxError reports.
+        self.locate = locate
         self.source = source
         self.valid_value = float(valid_value)
         self.error_value = float(error_value)
@@ -105,6 +152,8 @@ class SyntaxComponent(RewardComponent):
                     err = None
                 else:
                     ok = False
+                    if not incomplete and self.locate == "prefix":
+                        pos = first_invalid_char(program)
                     rpos = pmap.to_response(pos)
                     if not region_tokens:
                         error_token = None
@@ -147,3 +196,60 @@ class SyntaxComponent(RewardComponent):
                                     "SynCode rejected this token", self.error_value))
         return ComponentOutput(values, diagnostics, {"syntax_ok": float(error_token is None),
                                                      "has_code": float(bool(sample.code_regions))})
+
+
+_KEYWORDS = tuple(keyword.kwlist + keyword.softkwlist)
+_OP_CHARS = "=<>!*/-+%&|^@:."  # a trailing one of these may still grow into a longer operator
+_LONG_OPS = ("==", "!=", "<=", ">=", "<<", ">>", "**", "//", "->", ":=", "+=", "-=", "*=", "/=", "%=", "&=",
+             "|=", "^=", "@=", "<<=", ">>=", "**=", "//=", "...")
+_WORD_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _viable(prefix: str) -> bool:
+    """Could `prefix` still be continued into valid Python?"""
+    err = parse_error(prefix)
+    if err is None or err[2]:
+        return True
+    if not prefix or prefix[-1].isspace():
+        return False
+    # The last lexical token may still grow: a keyword (prefix) into another word
+    # (`return re` -> `return returned`, `x = 1 i` -> `x = 1 if c else 2`), an
+    # operator into a longer one (`if x =` -> `if x ==`).
+    n = len(prefix)
+    k = n
+    while k > 0 and prefix[k - 1] in _WORD_CHARS:
+        k -= 1
+    if k < n:
+        word = prefix[k:]
+        return err[0] >= k and any(kw.startswith(word) for kw in _KEYWORDS)
+    k = n
+    while k > 0 and prefix[k - 1] in _OP_CHARS:
+        k -= 1
+    if k == n or err[0] < k - 1:
+        return False
+    op = prefix[k:]
+    longer = [o for o in _LONG_OPS if o.startswith(op) and o != op]
+    return any(_viable_plain(prefix[:k] + o) for o in longer)
+
+
+def _viable_plain(prefix: str) -> bool:
+    err = parse_error(prefix)
+    return err is None or err[2]
+
+
+def first_invalid_char(program: str, lo: int = 0) -> int:
+    """Index of the character at which `program` stops being a viable Python prefix.
+
+    Binary search over prefix lengths with CPython as the oracle (~log2(n) parses,
+    only for programs that have an error). More precise than the error position
+    CPython reports, which for some errors is the start of the offending construct
+    (`if x = 1:` reports `x`; `f('a' 'b'` without a comma reports the first string).
+    """
+    hi = len(program)  # program[:hi] is not viable
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _viable(program[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    return hi - 1
