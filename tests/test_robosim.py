@@ -1,0 +1,227 @@
+"""RoboSim: world semantics (RoboEval rules and quirks), dynamic worlds, the gym env,
+sandboxed runs with outcome classes and line numbers, and the reward backend."""
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import robosim  # noqa: F401  (registers the env ids)
+from robosim.env import RoboSimEnv, action
+from robosim.trace import Ask, GoTo, Say, Trace, TraceElement
+from robosim.world import DynamicWorld, RobotError, World
+
+
+def tea_world():
+    return World(
+        rooms=["library", "garage", "start_loc"],
+        objects=[["apple", "garage"], ["Mug", "library"]],
+        people=[[".*", "library", ["green", "black"]]],
+        robot="start_loc",
+    )
+
+
+# ----------------------------------------------------------------- concrete worlds
+
+
+def test_go_to_first_matching_pattern_case_insensitive_and_traced_before_validation():
+    w = tea_world()
+    w.go_to("the LIBRARY please")  # stored pattern "library" searched in the argument
+    assert w.location == "library"
+    with pytest.raises(RobotError, match="no location"):
+        w.go_to("kitchen")
+    assert [e.to_list() for e in w.trace] == [["GoTo", "the LIBRARY please", None], ["GoTo", "kitchen", None]]
+    assert w.location == "library"
+
+
+def test_is_in_room_matches_objects_and_catch_all_agents():
+    w = tea_world()
+    assert w.is_in_room("apple") is False  # robot at start_loc
+    w.go_to("garage")
+    assert w.is_in_room("red apple") is True and w.is_in_room("mug") is False
+    w.go_to("library")
+    assert w.is_in_room("mug") is True  # stored "Mug", IGNORECASE
+    assert w.is_in_room("a unicorn") is True  # quirk: agent ".*" matches anything
+    assert w.trace[-1].to_list() == ["CheckEntity", "a unicorn", None]
+
+
+def test_ask_consumes_answers_last_repeats_and_yes_no_fallback():
+    w = tea_world()
+    with pytest.raises(RobotError, match="nobody"):
+        w.ask("Mina", "green or black?", ["green tea", "black tea"])
+    w.go_to("library")
+    assert w.ask("anyone", "tea?", ["Green tea", "black tea"]) == "Green tea"
+    assert w.ask("ignored", "tea?", ["green tea", "black tea"]) == "black tea"
+    assert w.ask("ignored", "tea?", ["green tea", "black tea"]) == "black tea"  # last answer repeats
+    # answer "black" matches no option but matches the question -> the "yes" option
+    assert w.ask("x", "Do you like black coffee?", ["No", "Yes"]) == "Yes"
+    with pytest.raises(RobotError, match="none of the options"):
+        w.ask("x", "Coffee?", ["cake", "pie"])
+    with pytest.raises(RobotError, match="empty"):
+        w.ask("x", "Coffee?", [])
+    with pytest.raises(RobotError, match="list of strings"):
+        w.ask("x", "Coffee?", "yes")
+    assert w.trace[0].to_list() == ["Ask", "green or black?", ["green tea", "black tea"]]
+
+
+def test_pick_place_rules():
+    w = tea_world()
+    with pytest.raises(RobotError, match="no 'apple'"):
+        w.pick("apple")
+    w.go_to("garage")
+    w.pick("apple")
+    assert w.holding == "apple" and not w.is_in_room("apple")
+    with pytest.raises(RobotError, match="already holding"):
+        w.go_to("library") or w.pick("mug")
+    with pytest.raises(RobotError, match="not 'mug'"):
+        w.place("mug")
+    w.place("apple")
+    assert w.holding is None and w.object_in("apple", "library")
+    with pytest.raises(RobotError, match="not holding"):
+        w.place("apple")
+
+
+def test_bad_argument_types_are_robot_errors_and_untraced_queries():
+    w = tea_world()
+    for name, args in [("go_to", [3]), ("is_in_room", [None]), ("say", [["hi"]]), ("pick", [1.5])]:
+        with pytest.raises(RobotError, match="must be a string"):
+            w.call(name, args)
+    with pytest.raises(RobotError, match="takes 1 argument"):
+        w.call("go_to", ["a", "b"])
+    n = len(w.trace)
+    assert w.call("get_current_location") == "start_loc"
+    assert w.call("get_all_rooms") == ["library", "garage", "start_loc"]
+    assert len(w.trace) == n  # not traced
+
+
+def test_trace_quirks():
+    t = Trace([TraceElement("GoTo", "library"), TraceElement("Ask", "Tea?", ["green", "black"]),
+               TraceElement("GoTo", "start_loc"), TraceElement("Say", "She wants GREEN")])
+    assert len(t.AfterFirst(GoTo("kitchen"))) == 4  # absent pattern: the whole trace
+    assert len(t.BeforeLast(Say("purple"))) == 4
+    assert t.Precedes(GoTo("library"), Say("green"))
+    assert not t.Precedes(Say("green"), GoTo("library"))
+    assert t.ActAtFirst("library", Ask(".*", "black"))
+    assert not t.ActAtFirst("library", Say("green"))
+    assert t.AfterFirst(GoTo("library")).ActAtFirst("start_loc", Say("green"))
+
+
+# ----------------------------------------------------------------- dynamic worlds
+
+
+def test_dynamic_world_is_consistent_and_seeded():
+    answers = set()
+    for seed in range(20):
+        w = DynamicWorld(["kitchen", "lobby"], robot="lobby", seed=seed)
+        w.go_to("kitchen")
+        seen = w.is_in_room("apple")
+        assert all(w.is_in_room("apple") == seen for _ in range(3))  # stays as first drawn
+        if seen:
+            w.pick("apple")
+            assert not w.is_in_room("apple")  # picked: gone
+            w.place("apple")
+            assert w.is_in_room("apple")
+        else:
+            with pytest.raises(RobotError, match="established"):
+                w.pick("apple")
+        if w.is_in_room("person"):
+            answers.add(w.ask("Mina", "Tea or coffee?", ["tea", "coffee"]))
+        else:
+            with pytest.raises(RobotError, match="nobody"):
+                w.ask("someone", "Tea?", ["yes", "no"])
+    assert answers == {"tea", "coffee"}  # drawn from the options
+    a, b = DynamicWorld(["k"], seed=3), DynamicWorld(["k"], seed=3)
+    assert [a.is_in_room(f"o{i}") for i in range(10)] == [b.is_in_room(f"o{i}") for i in range(10)]
+    w = DynamicWorld(["kitchen"], seed=0)
+    w.ask("Omar", "Ready?", ["yes", "no"])  # asking makes the person exist
+    assert w.is_in_room("Omar") and w.is_in_room("person")
+    with pytest.raises(RobotError, match="empty"):
+        w.say("  ")
+    with pytest.raises(RobotError, match="no location"):
+        w.go_to("attic")
+
+
+# ----------------------------------------------------------------- gym env
+
+
+@pytest.mark.parametrize("env_id", ["RoboSim-v0", "RoboSim-Dynamic-v0"])
+def test_env_checker_passes(env_id):
+    env = gym.make(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_env_step_semantics():
+    env = RoboSimEnv()
+    world = {"rooms": ["kitchen", "lobby"], "objects": [["apple", "kitchen"]], "robot": "lobby"}
+    checks = [{"op": "object_in", "obj": "apple", "room": "lobby"}, {"op": "holding", "obj": None}]
+    obs, info = env.reset(seed=0, options={"world": world, "checks": checks})
+    assert obs == {"result": "null", "location": "lobby", "holding": ""}
+    obs, r, term, trunc, info = env.step(action("go_to", "kitchen"))
+    assert (r, term, trunc) == (0.0, False, False) and info["trace_element"] == ["GoTo", "kitchen", None]
+    obs, *_ = env.step({"api": 2, "args": '["apple"]'})  # is_in_room through the declared action space
+    assert obs["result"] == "true"
+    env.step(action("pick", obj="apple"))
+    assert env.observation_space.contains(env._obs(None)) and env._obs(None)["holding"] == "apple"
+    env.step(action("go_to", "lobby"))
+    env.step(action("place", "apple"))
+    obs, r, term, _, info = env.step(action("end_program"))
+    assert term and r == 1.0 and all(ok for _, ok in info["checks"])
+    env.reset(seed=0, options={"world": world, "checks": checks})
+    obs, r, term, _, info = env.step(action("place", "apple"))
+    assert term and r == -1.0 and info["error"]["call"] == "place"
+    with pytest.raises(RuntimeError):
+        env.step(action("say", "hi"))
+
+
+# ----------------------------------------------------------------- sandboxed runs
+
+from robosim.runner import WorldRun, run_programs  # noqa: E402
+
+WORLD = {"rooms": ["kitchen", "lobby"], "objects": [["apple", "kitchen"]], "people": [["Mina", "lobby", ["yes"]]],
+         "robot": "lobby"}
+CHECKS = [{"op": "object_in", "obj": "apple", "room": "lobby"}]
+PROGRAMS = {
+    "success": 'def task_program():\n    go_to("kitchen")\n    pick("apple")\n    go_to("lobby")\n    place("apple")\n',
+    "check_failure": 'def task_program():\n    go_to("kitchen")\n',
+    "robot_error": 'def task_program():\n    go_to("kitchen")\n    place("apple")\n',
+    "python_error": 'def task_program():\n    rooms = get_all_rooms()\n    go_to(rooms[7])\n',
+    "parse_error": 'def task_program():\n    go_to("kitchen"\n',
+    "timeout": 'def task_program():\n    while True:\n        is_in_room("apple")\n',
+}
+
+
+def test_outcome_classes_with_lines():
+    runs = run_programs([(p, WorldRun(WORLD, CHECKS)) for p in PROGRAMS.values()], timeout_s=2.0, max_calls=500)
+    got = {name: r for name, r in zip(PROGRAMS, runs)}
+    assert {name: r.outcome for name, r in got.items()} == {name: name for name in PROGRAMS}
+    assert got["robot_error"].error == {"kind": "robot", "call": "place", "line": 3,
+                                         "message": "not holding anything, cannot place 'apple'"}
+    assert got["python_error"].error["type"] == "IndexError" and got["python_error"].error["line"] == 3
+    assert got["parse_error"].error["line"] == 2
+    assert got["timeout"].error["line"] == 3
+    assert got["success"].trace[1] == ["Pick", "apple", None] and got["success"].trace_lines == [2, 3, 4, 5]
+    # a world that expects a runaway program judges the partial trace instead
+    [expected] = run_programs([(PROGRAMS["timeout"], WorldRun(WORLD, [], timeout=True))], timeout_s=2.0, max_calls=50)
+    assert expected.outcome == "success" and len(expected.trace) == 50
+
+
+def test_backend_scores_and_line_penalties():
+    from densecode.rewards.base import SimFeedback, SimulatorBackend
+    from robosim import RoboSimBackend
+
+    task = {"task_id": "t", "worlds": [{"state": WORLD, "checks": CHECKS, "timeout": False}],
+            "dynamic": {"rooms": ["kitchen", "lobby"], "robot": "lobby"}}
+    backend = RoboSimBackend(max_calls=300)
+    assert isinstance(backend, SimulatorBackend)
+    fbs = backend.evaluate([PROGRAMS["success"], PROGRAMS["check_failure"], PROGRAMS["robot_error"]], [task] * 3)
+    assert all(isinstance(f, SimFeedback) for f in fbs)
+    assert fbs[0].score == 1.0 and fbs[0].line_penalties == []
+    assert 0 < fbs[1].score < 1
+    assert fbs[2].score == 0.0 and fbs[2].line_penalties[0][:2] == (3, -1.0)
+    dyn = RoboSimBackend(mode="dynamic", n_runs=5)
+    [fb] = dyn.evaluate(['def task_program():\n    go_to("kitchen")\n    pick("apple")\n'], [task])
+    assert fb.info["runs"] == 5 and fb.score == fb.info["clean_runs"] / 5
+    # picking an apple in a dynamic world after finding none there is a robot error in some draws
+    [fb] = dyn.evaluate(['def task_program():\n    go_to("kitchen")\n    if not is_in_room("apple"):\n'
+                         '        pick("apple")\n'], [task])
+    assert 0 <= fb.score < 1 and fb.line_penalties[0][0] == 4
+    assert fb.line_penalties[0][1] == pytest.approx(-(5 - fb.info["clean_runs"]) / 5)
