@@ -46,6 +46,13 @@ class RoboOutcome:
                 "runs": [r.to_dict() for r in self.runs]}
 
 
+class RoboOutcomes(list):
+    """A list of RoboOutcome with `.summary()` (the aggregate metrics)."""
+
+    def summary(self) -> dict:
+        return summarize(self)
+
+
 def combine(task_id: str, runs: list[RunResult]) -> RoboOutcome:
     worst = min(runs, key=lambda r: SEVERITY[r.outcome]) if runs else None
     if worst is None:
@@ -62,7 +69,7 @@ def evaluate(
     timeout_s: float = 1.0,
     max_calls: int = 1000,
     seed: int = 0,
-) -> list[RoboOutcome]:
+) -> RoboOutcomes:
     """Judge programs[i] on tasks[i] (full programs or bodies) in the sandbox."""
     if len(programs) != len(tasks):
         raise ValueError(f"{len(programs)} programs for {len(tasks)} tasks; pass one program per task")
@@ -75,7 +82,9 @@ def evaluate(
     per_task: list[list[RunResult]] = [[] for _ in programs]
     for i, res in zip(owner, results):
         per_task[i].append(res)
-    return [combine(str(task_dict(t).get("task_id", i)), runs) for i, (t, runs) in enumerate(zip(tasks, per_task))]
+    return RoboOutcomes(
+        combine(str(task_dict(t).get("task_id", i)), runs) for i, (t, runs) in enumerate(zip(tasks, per_task))
+    )
 
 
 def summarize(outcomes: list[RoboOutcome]) -> dict:

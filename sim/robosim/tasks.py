@@ -931,7 +931,7 @@ def generate_tasks(
     tasks: list[RoboTask] = []
     seen: set[str] = set()
     misses = {name: 0 for name in names}
-    i = 0
+    i = rng.randrange(len(names))  # small batches (one per training step) still cover every family
     while len(tasks) < n:
         live = [f for f in names if misses[f] < _MAX_MISSES]
         if not live:
