@@ -10,7 +10,7 @@ step of each is a warm-up and is left out of the means. Tokens/s counts the
 completion tokens actually generated (EOS can end a completion early).
 
     .venv/bin/python benchmarks/grpo_vs_trl.py                       # defaults below
-    .venv/bin/python benchmarks/grpo_vs_trl.py --steps 6 --prompts 4 --group-size 8 --max-new-tokens 64
+    .venv/bin/python benchmarks/grpo_vs_trl.py --steps 6 --prompts 4 --group-size 8 --max-new-tokens 64 --repeats 3
 """
 
 from __future__ import annotations
@@ -41,7 +41,15 @@ def even_fraction(token_ids) -> float:
     return float(np.mean([i % 2 == 0 for i in ids])) if ids else 0.0
 
 
+def fresh_accelerate_state() -> None:
+    """Both trainers build an Accelerator with their own settings; start each run from a clean state."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 def run_densecode(model_dir: str, args, run_dir: Path) -> dict:
+    fresh_accelerate_state()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -80,17 +88,19 @@ def run_densecode(model_dir: str, args, run_dir: Path) -> dict:
     algo = GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=args.seed)
     trainer = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn, algo=algo,
                       run_dir=run_dir, progress=False)
-    times, tokens, rewards = [], [], []
+    times, tokens, rewards, parts = [], [], [], []
     for step in range(args.steps):
         t0 = time.perf_counter()
         st = trainer.train_step(step)
         times.append(time.perf_counter() - t0)
         tokens.append(float(trainer._last_batch.response_mask.sum()))
         rewards.append(st["reward/sequence_mean"])
-    return {"step_s": times, "tokens": tokens, "reward": rewards}
+        parts.append({k: st[k] for k in ("time/generate_s", "time/score_s", "time/reward_s", "time/update_s")})
+    return {"step_s": times, "tokens": tokens, "reward": rewards, "parts": parts}
 
 
 def run_trl(model_dir: str, args, run_dir: Path) -> dict:
+    fresh_accelerate_state()
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -141,13 +151,23 @@ def run_trl(model_dir: str, args, run_dir: Path) -> dict:
 
 def summarize(res: dict) -> dict:
     times, toks = res["step_s"][1:], res["tokens"][1:len(res["step_s"])]  # drop the warm-up step
+    parts = res.get("parts", [])[1:]
+    breakdown = {k.split("/")[1]: float(np.mean([p[k] for p in parts])) for k in (parts[0] if parts else {})}
     return {
+        "breakdown_s": breakdown,
         "step_s": float(np.mean(times)),
         "tokens_per_step": float(np.mean(toks)),
         "tokens_per_s": float(np.sum(toks) / np.sum(times)),
         "reward_first": float(res["reward"][0]),
         "reward_last": float(res["reward"][-1]),
     }
+
+
+def median_of(runs: list[dict]) -> dict:
+    out = {k: float(np.median([r[k] for r in runs])) for k in runs[0] if k != "breakdown_s"}
+    out["breakdown_s"] = {k: float(np.median([r["breakdown_s"][k] for r in runs])) for k in runs[0]["breakdown_s"]}
+    out["step_s_all"] = [r["step_s"] for r in runs]
+    return out
 
 
 def main(argv=None) -> int:
@@ -160,6 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="alternating densecode/TRL runs; medians reported")
     p.add_argument("--out", default="runs/bench/grpo_vs_trl.json")
     args = p.parse_args(argv)
     if args.steps < 2:
@@ -175,20 +196,28 @@ def main(argv=None) -> int:
             from densecode.testing import make_tiny_model
 
             model_dir = str(make_tiny_model(tmp / "tiny"))
-        dense = summarize(run_densecode(model_dir, args, tmp / "densecode"))
-        trl = summarize(run_trl(model_dir, args, tmp / "trl"))
+        # Alternate the two, repeated: on a shared machine the load drifts; medians over repeats.
+        dense_runs, trl_runs = [], []
+        for rep in range(args.repeats):
+            dense_runs.append(summarize(run_densecode(model_dir, args, tmp / f"densecode-{rep}")))
+            trl_runs.append(summarize(run_trl(model_dir, args, tmp / f"trl-{rep}")))
+            print(f"repeat {rep + 1}/{args.repeats}: densecode {dense_runs[-1]['step_s']:.3f} s/step, "
+                  f"TRL {trl_runs[-1]['step_s']:.3f} s/step", flush=True)
+        dense, trl = median_of(dense_runs), median_of(trl_runs)
     import trl as trl_pkg
 
     rows = [("wall s / step", "step_s", "{:.3f}"), ("completion tokens / step", "tokens_per_step", "{:.0f}"),
             ("tokens / s", "tokens_per_s", "{:.0f}")]
     print(f"\nGRPO step: {args.prompts} prompts x G={args.group_size}, {args.max_new_tokens} new tokens, "
-          f"{args.steps} steps (first = warm-up), {args.threads} thread(s); TRL {trl_pkg.__version__}")
+          f"{args.steps} steps (first = warm-up), {args.threads} thread(s), median of {args.repeats} alternating "
+          f"runs; TRL {trl_pkg.__version__}")
     print("| metric | densecode | TRL GRPOTrainer | densecode / TRL |")
     print("|---|---|---|---|")
     for label, key, fmt in rows:
         ratio = dense[key] / trl[key] if trl[key] else float("nan")
         print(f"| {label} | {fmt.format(dense[key])} | {fmt.format(trl[key])} | {ratio:.2f} |")
     speedup = trl["step_s"] / dense["step_s"]
+    print("densecode step breakdown (s): " + ", ".join(f"{k} {v:.3f}" for k, v in dense["breakdown_s"].items()))
     print(f"\ndensecode step is {speedup:.2f}x {'faster' if speedup >= 1 else 'slower'} than TRL's "
           f"(tokens/s ratio {dense['tokens_per_s'] / trl['tokens_per_s']:.2f})")
     out = Path(args.out)
