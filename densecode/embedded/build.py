@@ -1,0 +1,228 @@
+"""`densecode build-model`: rebuild the embedded densecode-tiny model offline.
+
+    densecode build-model                      # the shipped model, into densecode/assets/densecode-tiny
+    densecode build-model --out /tmp/tiny      # the same build elsewhere
+    densecode build-model --toy --out /tmp/t   # a 1-minute toy build (CI): loadable, not useful
+
+Everything comes from this machine: the interpreter's stdlib sources, the RoboSim
+generator's training split, synthetic function tasks. Fixed seeds; the result
+(fp16 safetensors, tokenizer, build_info.json, SHA256SUMS) is written atomically
+into `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from densecode.embedded import ASSET_DIR, MODEL_NAME
+from densecode.errors import DensecodeError
+
+
+@dataclass
+class BuildRecipe:
+    vocab_size: int = 2048
+    n_layer: int = 4
+    n_embd: int = 192
+    n_head: int = 4
+    n_inner: int = 768
+    n_positions: int = 384
+    ctx: int = 256
+    steps: int = 600
+    batch_size: int = 16
+    lr: float = 2e-3
+    warmup: int = 50
+    robotics_tasks: int | None = 3000
+    synthetic_tasks: int = 4000
+    stdlib_max: int | None = None  # None: every filtered stdlib function
+    # Row mixture (probability that a training row comes from each source).
+    p_robotics: float = 0.6
+    p_code: float = 0.25
+    p_stdlib: float = 0.15
+    eval_every: int = 200
+
+
+TOY = dict(vocab_size=512, n_layer=2, n_embd=64, n_head=2, n_inner=256, n_positions=256, ctx=128, steps=30,
+           batch_size=8, warmup=5, robotics_tasks=200, synthetic_tasks=200, stdlib_max=200, eval_every=30)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default=str(ASSET_DIR),
+                        help=f"output directory (default: the packaged asset, {ASSET_DIR})")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the recipe's)")
+    parser.add_argument("--toy", action="store_true",
+                        help="tiny model, few steps (about a minute): for tests, produces a loadable model")
+    parser.add_argument("--seed", type=int, default=0, help="seed for corpus order, init and sampling")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: OMP_NUM_THREADS or all cores)")
+    parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out that is not a previous build")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def sha256sums(directory: Path) -> str:
+    lines = []
+    for path in sorted(directory.iterdir()):
+        if path.is_file() and path.name != "SHA256SUMS":
+            lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}")
+    return "\n".join(lines) + "\n"
+
+
+def verify_sha256sums(directory: Path) -> list[str]:
+    """Names of files whose checksum differs from SHA256SUMS (missing files included)."""
+    sums = (directory / "SHA256SUMS").read_text().splitlines()
+    bad = []
+    for line in sums:
+        digest, name = line.split(maxsplit=1)
+        path = directory / name
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            bad.append(name)
+    return bad
+
+
+def _save(model, tokenizer, out: Path, info: dict) -> None:
+    import copy
+
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    # A copy: casting the live model would round the weights training continues from.
+    half = copy.deepcopy(model).to(torch.float16)
+    half.generation_config.eos_token_id = tokenizer.eos_token_id
+    half.generation_config.pad_token_id = tokenizer.eos_token_id
+    half.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / "build_info.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / "SHA256SUMS").write_text(sha256sums(out))
+
+
+def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = True,
+          checkpoint_steps: list[int] | None = None) -> dict:
+    """Run the whole build into `out`; return the build info written to build_info.json."""
+    import torch
+    import transformers
+
+    from densecode.embedded.corpus import robotics_pairs, stdlib_functions, synthetic_function_pairs
+    from densecode.embedded.tokenizer import train_tokenizer
+    from densecode.embedded.train import (ModelShape, TrainSettings, build_model, pretrain_rows,
+                                          supervised_rows, train)
+
+    transformers.logging.set_verbosity_error()  # padded-rows warnings: labels mask them
+    t0 = time.perf_counter()
+    stdlib = stdlib_functions()
+    if recipe.stdlib_max is not None:
+        stdlib = stdlib[:recipe.stdlib_max]
+    robo_train = robotics_pairs("train", n=recipe.robotics_tasks, seed=seed)
+    robo_val = robotics_pairs("validation", n=200, seed=seed)
+    code = synthetic_function_pairs(recipe.synthetic_tasks, seed=seed)
+    code_val = synthetic_function_pairs(200, seed=seed + 10_000)
+    if not stdlib or not robo_train:
+        raise DensecodeError("empty training corpus (no stdlib functions or no RoboSim training tasks found)")
+    # Hold out every 50th stdlib function for the eval loss.
+    stdlib_val, stdlib_train = stdlib[::50], [s for i, s in enumerate(stdlib) if i % 50]
+
+    tok_texts = stdlib_train + [p.prompt + p.response for p in robo_train + code]
+    tokenizer = train_tokenizer(tok_texts, recipe.vocab_size)
+    t_tok = time.perf_counter()
+
+    ctx = recipe.ctx
+    pools = {
+        "robotics": supervised_rows(tokenizer, robo_train, ctx, seed),
+        "code": supervised_rows(tokenizer, code, ctx, seed),
+        "stdlib": pretrain_rows(tokenizer, stdlib_train, ctx),
+    }
+    val_pools = {
+        "robotics": supervised_rows(tokenizer, robo_val, ctx, seed),
+        "code": supervised_rows(tokenizer, code_val, ctx, seed),
+        "stdlib": pretrain_rows(tokenizer, stdlib_val, ctx),
+    }
+    probs = {"robotics": recipe.p_robotics, "code": recipe.p_code, "stdlib": recipe.p_stdlib}
+    shape = ModelShape(recipe.n_layer, recipe.n_embd, recipe.n_head, recipe.n_inner, recipe.n_positions)
+    model = build_model(tokenizer, shape, seed)
+    settings = TrainSettings(steps=recipe.steps, batch_size=recipe.batch_size, ctx=ctx, lr=recipe.lr,
+                             warmup=recipe.warmup, seed=seed, eval_every=recipe.eval_every,
+                             checkpoint_steps=list(checkpoint_steps or []))
+    n_params = sum(p.numel() for p in model.parameters())
+    info = {
+        "name": MODEL_NAME,
+        "recipe": asdict(recipe),
+        "seed": seed,
+        "params": n_params,
+        "corpus": {
+            "stdlib_functions": len(stdlib_train), "stdlib_chars": sum(map(len, stdlib_train)),
+            "robotics_train_tasks": len(robo_train), "synthetic_code_tasks": len(code),
+            "rows": {k: len(v) for k, v in pools.items()},
+            "tokens": {k: sum(len(r[0]) for r in v) for k, v in pools.items()},
+        },
+        "environment": {"python": platform.python_version(), "torch": torch.__version__,
+                        "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+                        "machine": platform.machine()},
+    }
+
+    def on_checkpoint(step, m):
+        _save(m, tokenizer, out.parent / f"{out.name}-step{step}", {**info, "checkpoint_step": step})
+
+    log = train(model, tokenizer, pools, probs, settings, val_pools=val_pools, on_checkpoint=on_checkpoint,
+                progress=progress)
+    info.update({
+        "tokenizer_seconds": round(t_tok - t0, 1),
+        "train_seconds": log["seconds"],
+        "tokens_per_s": log["tokens_per_s"],
+        "tokens_seen": log["tokens"],
+        "final_train_loss_avg50": round(sum(log["loss"][-50:]) / len(log["loss"][-50:]), 4),
+        "eval_losses": log["eval"],
+        "build_seconds": round(time.perf_counter() - t0, 1),
+    })
+    _save(model, tokenizer, out, info)
+    return info
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise DensecodeError(f"--out {out} is a file; pass a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "build_info.json").exists() and not force:
+        raise DensecodeError(f"--out {out} is not empty and holds no previous build; pass an empty directory or --force")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise DensecodeError(f"--threads must be >= 1 (got {args.threads})")
+        torch.set_num_threads(args.threads)
+    recipe = BuildRecipe(**TOY) if args.toy else BuildRecipe()
+    if args.steps is not None:
+        if args.steps < 1:
+            raise DensecodeError(f"--steps must be >= 1 (got {args.steps})")
+        recipe.steps = args.steps
+        recipe.warmup = min(recipe.warmup, max(1, args.steps // 10))
+    out = Path(args.out).expanduser().resolve()
+    _prepare_out(out, args.force)
+    # Build into a sibling temp dir and swap at the end: an interrupted build never
+    # leaves a half-written asset behind.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        # mkdtemp makes the directory private; the asset must be readable by every user.
+        out.chmod(0o755)
+        for path in out.iterdir():
+            path.chmod(0o644)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, {info['recipe']['steps']} steps, "
+          f"{info['tokens_per_s']:.0f} tokens/s, build {info['build_seconds']:.0f} s, "
+          f"final train loss {info['final_train_loss_avg50']}")
+    return 0

@@ -1,0 +1,196 @@
+"""Data packing and the training loop for densecode-tiny.
+
+Two kinds of rows of `ctx` tokens:
+- pretraining rows: stdlib functions joined by EOS and cut into fixed windows, loss
+  on every token;
+- supervised rows: (prompt, response) pairs, prompt and response tokenized
+  separately (exactly as at generation time, where the prompt is tokenized alone),
+  packed whole into rows, loss on the response and its EOS only.
+Each batch draws its rows from the two kinds with fixed probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from densecode.embedded.corpus import Pair
+
+IGNORE = -100
+
+
+@dataclass
+class ModelShape:
+    n_layer: int = 4
+    n_embd: int = 256
+    n_head: int = 4
+    n_inner: int = 1024
+    n_positions: int = 384
+
+
+@dataclass
+class TrainSettings:
+    steps: int = 2000
+    batch_size: int = 16
+    ctx: int = 256
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 50
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    pretrain_share: float = 0.15  # probability that a row is a stdlib pretraining row
+    seed: int = 0
+    eval_every: int = 250
+    checkpoint_steps: list[int] = field(default_factory=list)
+
+
+def build_model(tokenizer, shape: ModelShape, seed: int):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    eos = tokenizer.eos_token_id
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=shape.n_positions, n_embd=shape.n_embd, n_layer=shape.n_layer,
+        n_head=shape.n_head, n_inner=shape.n_inner, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+        tie_word_embeddings=True, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def pretrain_rows(tokenizer, texts: list[str], ctx: int) -> list[tuple[list[int], list[int]]]:
+    eos = tokenizer.eos_token_id
+    stream: list[int] = []
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        stream.extend(ids)
+        stream.append(eos)
+    rows = []
+    for start in range(0, len(stream) - ctx + 1, ctx):
+        ids = stream[start:start + ctx]
+        rows.append((ids, list(ids)))
+    return rows
+
+
+def encode_pair(tokenizer, pair: Pair) -> tuple[list[int], list[int]]:
+    p = tokenizer(pair.prompt, add_special_tokens=False)["input_ids"]
+    r = tokenizer(pair.response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return p + r, [IGNORE] * len(p) + r
+
+
+def supervised_rows(tokenizer, pairs: list[Pair], ctx: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Pack whole examples (in a seeded random order) into rows of at most `ctx` tokens."""
+    encoded = [encode_pair(tokenizer, p) for p in pairs]
+    encoded = [e for e in encoded if len(e[0]) <= ctx]
+    random.Random(seed).shuffle(encoded)
+    rows, ids, labels = [], [], []
+    for e_ids, e_labels in encoded:
+        if len(ids) + len(e_ids) > ctx:
+            rows.append((ids, labels))
+            ids, labels = [], []
+        ids = ids + e_ids
+        labels = labels + e_labels
+    if ids:
+        rows.append((ids, labels))
+    return rows
+
+
+def collate(rows, pad_id: int, ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.full((len(rows), ctx), pad_id, dtype=torch.long)
+    y = torch.full((len(rows), ctx), IGNORE, dtype=torch.long)
+    for i, (ids, labels) in enumerate(rows):
+        x[i, :len(ids)] = torch.tensor(ids)
+        y[i, :len(labels)] = torch.tensor(labels)
+    return x, y
+
+
+class RowSampler:
+    """Endless seeded draws of rows from several pools with fixed probabilities."""
+
+    def __init__(self, pools: dict[str, list], probs: dict[str, float], seed: int):
+        self.pools = {k: v for k, v in pools.items() if v and probs.get(k, 0) > 0}
+        total = sum(probs[k] for k in self.pools)
+        self.names = list(self.pools)
+        self.weights = [probs[k] / total for k in self.names]
+        self.rng = random.Random(seed)
+        self.order = {k: [] for k in self.names}
+
+    def _next(self, name):
+        if not self.order[name]:
+            idx = list(range(len(self.pools[name])))
+            self.rng.shuffle(idx)
+            self.order[name] = idx
+        return self.pools[name][self.order[name].pop()]
+
+    def batch(self, size: int):
+        return [self._next(self.rng.choices(self.names, self.weights)[0]) for _ in range(size)]
+
+
+def lr_at(step: int, s: TrainSettings) -> float:
+    if step < s.warmup:
+        return s.lr * (step + 1) / s.warmup
+    progress = (step - s.warmup) / max(1, s.steps - s.warmup)
+    return s.lr * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+@torch.no_grad()
+def evaluate_loss(model, rows, pad_id: int, ctx: int, batch_size: int = 32) -> float:
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(rows), batch_size):
+        x, y = collate(rows[i:i + batch_size], pad_id, ctx)
+        out = model(input_ids=x, labels=y)
+        n = int((y[:, 1:] != IGNORE).sum())
+        total += float(out.loss) * n
+        count += n
+    model.train()
+    return total / max(1, count)
+
+
+def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], settings: TrainSettings,
+          val_pools: dict[str, list] | None = None, on_checkpoint=None, progress: bool = True) -> dict:
+    """Train in place; return a log with per-step loss, eval losses and measured tokens/s."""
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(settings.seed)
+    sampler = RowSampler(pools, probs, settings.seed)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optim = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=settings.lr, betas=(0.9, 0.95), eps=1e-8,
+    )
+    pad = tokenizer.pad_token_id
+    log: dict = {"loss": [], "eval": [], "tokens": 0}
+    model.train()
+    start = time.perf_counter()
+    bar = tqdm(range(settings.steps), desc="train densecode-tiny", unit="step", disable=not progress,
+               dynamic_ncols=True)
+    ema = None
+    for step in bar:
+        for group in optim.param_groups:
+            group["lr"] = lr_at(step, settings)
+        x, y = collate(sampler.batch(settings.batch_size), pad, settings.ctx)
+        loss = model(input_ids=x, labels=y).loss
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        optim.step()
+        value = float(loss.detach())
+        log["loss"].append(round(value, 4))
+        log["tokens"] += int((x != pad).sum())
+        ema = value if ema is None else 0.95 * ema + 0.05 * value
+        elapsed = time.perf_counter() - start
+        bar.set_postfix(loss=f"{ema:.3f}", tok_s=f"{log['tokens'] / elapsed:.0f}")
+        done = step + 1
+        if val_pools and (done % settings.eval_every == 0 or done == settings.steps):
+            losses = {k: round(evaluate_loss(model, v, pad, settings.ctx), 4) for k, v in val_pools.items() if v}
+            log["eval"].append({"step": done, **losses})
+            bar.write(f"step {done}: eval {losses}")
+        if on_checkpoint and done in settings.checkpoint_steps:
+            on_checkpoint(done, model)
+    log["seconds"] = round(time.perf_counter() - start, 1)
+    log["tokens_per_s"] = round(log["tokens"] / max(1e-9, log["seconds"]), 1)
+    return log
