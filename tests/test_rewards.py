@@ -437,3 +437,21 @@ class LengthPenalty:
         from densecode.rewards import ComponentOutput
 
         return [ComponentOutput(np.full(s.n_tokens, self.per_token, dtype=np.float32)) for s in samples]
+
+
+def test_tests_component_with_real_sandbox(tok):
+    sandbox = pytest.importorskip("densecode.sandbox")
+    if not hasattr(sandbox, "AssertJob"):
+        pytest.skip("densecode.sandbox has no AssertJob yet")
+    prompt = "Write f.\n```python\n"
+    good = sample_of(tok, prompt, "def f(x):\n    return x + 1\n```\nDone.", task={"tests": ["assert f(1) == 2", "assert f(2) == 4"]})
+    bad = sample_of(tok, prompt, "def f(x):\n    y = 2\n    return x / 0\n```\n", task={"tests": ["assert f(1) == 2"]})
+    outs = TestsComponent()([good, bad])
+    assert outs[0].info["pass_rate"] == 0.5
+    code = good.code_token_mask()
+    assert np.allclose(outs[0].values[code], 0.5) and np.all(outs[0].values[~code] == 0)
+    line3 = tokens_of(bad, bad.response.index("return x / 0"), bad.response.index(" / 0") + 4)
+    v = outs[1].values
+    assert all(v[i] == pytest.approx(-1.3) for i in line3)
+    assert v[0] == pytest.approx(-0.3)
+    assert outs[1].info["exception"] == 1.0

@@ -16,6 +16,7 @@ from densecode.rewards.assembler import (
     RewardBatch,
     build_assembler,
     default_weights,
+    effective_weights,
 )
 from densecode.rewards.base import (
     REGISTRY,
@@ -39,6 +40,7 @@ __all__ = [
     "SimulatorBackend",
     "build_assembler",
     "default_weights",
+    "effective_weights",
     "find_code_regions",
     "make_sample",
     "program_of",

@@ -42,6 +42,13 @@ def default_weights(domain: str) -> dict[str, float]:
     return dict(_DEFAULT_WEIGHTS.get(domain, _DEFAULT_WEIGHTS["robotics"]))
 
 
+def effective_weights(reward_cfg: Any, domain: str) -> dict[str, float]:
+    """The weights an assembler built from this config uses: `reward.weights` over the domain defaults."""
+    weights = default_weights(domain)
+    weights.update({k: float(v) for k, v in (getattr(reward_cfg, "weights", None) or {}).items()})
+    return weights
+
+
 def default_component_options(domain: str) -> dict[str, dict]:
     if domain == "code":
         return {}
@@ -157,8 +164,7 @@ def build_assembler(reward_cfg: Any, domain: str, *, simulator: Any = None, sand
 
     `components` lets callers inject ready-made component objects (tests, custom code).
     """
-    weights = default_weights(domain)
-    weights.update({k: float(v) for k, v in (getattr(reward_cfg, "weights", None) or {}).items()})
+    weights = effective_weights(reward_cfg, domain)
     options = default_component_options(domain)
     for name, opts in (getattr(reward_cfg, "components", None) or {}).items():
         if not isinstance(opts, dict):

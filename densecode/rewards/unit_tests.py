@@ -34,7 +34,7 @@ def _job_classes() -> tuple[type, type]:
 
 def _make_job(sample: Sample, program: str, timeout: float | None) -> Any:
     task = sample.task
-    kw = {} if timeout is None else {"timeout": timeout}
+    kw = {} if timeout is None else {"timeout_s": timeout}
     if not task.get("tests") and not (task.get("entry_point") and "inputs" in task):
         return None
     assert_job, call_job = _job_classes()
@@ -44,9 +44,11 @@ def _make_job(sample: Sample, program: str, timeout: float | None) -> Any:
             tests = [tests]
         return assert_job(code=program, tests=list(tests), setup=task.get("setup", "") or "", **kw)
     if task.get("entry_point") and "inputs" in task:
-        extra = {"atol": task["atol"]} if task.get("atol") is not None else {}
+        extra = {"atol": float(task["atol"])} if task.get("atol") is not None else {}
+        if task.get("expected") is None and task.get("reference"):
+            extra["reference"] = task["reference"]  # expected outputs computed from the reference solution
         return call_job(code=program, entry_point=task["entry_point"], inputs=task["inputs"],
-                                       expected=task.get("expected"), **extra, **kw)
+                        expected=task.get("expected"), **extra, **kw)
     return None
 
 

@@ -1,0 +1,421 @@
+"""`densecode explain`: see what the reward does, token by token, in one HTML page.
+
+    densecode explain --in runs/x/rollouts.jsonl --out report.html
+    densecode explain --in generations.jsonl --model MODEL --config robotics --out report.html
+
+The page (self-contained: inline CSS/JS, no network) shows each response with every
+token coloured by its total reward (red negative, green positive), a checkbox per
+component to colour by any subset of components, a tooltip per token with its
+component values and the Ruff rule codes / test outcomes / syntax errors behind
+them, and a summary table.
+
+Rollouts JSONL (`write_rollouts`; what the trainer writes each logged step), one
+object per sample:
+    format        "densecode-rollout/1"
+    step, index   training step (or null) and sample index in the batch
+    prompt, response, token_ids
+    token_spans   [[start, end], ...] characters of `response` per token (shared span
+                  for tokens that split a multi-byte character; empty for EOS)
+    code_regions  [[start, end], ...]; region_mode "completion" | "fenced"
+    truncated     bool; task: the task dict (JSON-safe fields)
+    mode          "dense" | "sparse"; weights {component: weight}
+    total         per-token total reward
+    components    {component: per-token RAW values} (weighted = weights[c] * raw)
+    diagnostics   {component: [{rule, span, tokens, message, value, ...}]}
+    info          {component: {scalar: value}}
+A generate-output JSONL (`prompt`, `completion`, `token_ids`, optional `task`,
+`logprobs`, `grammar_verdicts`, `finish_reason`) is scored here first (needs
+`--model` for the tokenizer; `--config`/`--set` choose domain and weights).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from densecode.errors import DensecodeError
+
+FORMAT = "densecode-rollout/1"
+
+
+# ---------------------------------------------------------------- rollouts file
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _json_safe(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, (np.integer, int, bool, str)) or obj is None:
+        return obj.item() if isinstance(obj, np.generic) else obj
+    return repr(obj)
+
+
+def rollout_records(samples: list, batch: Any, *, step: int | None = None) -> list[dict]:
+    """One JSON-safe record per sample (see the module docstring)."""
+    records = []
+    for i, s in enumerate(samples):
+        rec = {
+            "format": FORMAT,
+            "step": step,
+            "index": i,
+            "prompt": s.prompt,
+            "response": s.response,
+            "token_ids": list(map(int, s.token_ids)),
+            "token_spans": [list(sp) for sp in s.token_spans],
+            "code_regions": [list(r) for r in s.code_regions],
+            "region_mode": s.region_mode,
+            "truncated": bool(s.truncated),
+            "task": _json_safe(s.task),
+            "mode": getattr(batch, "mode", "dense"),
+            "weights": dict(batch.weights),
+            "total": np.round(batch.total[i].astype(np.float64), 6).tolist(),
+            "components": {n: np.round(v[i].astype(np.float64), 6).tolist() for n, v in batch.raw.items()},
+            "diagnostics": {n: _json_safe(o[i].diagnostics) for n, o in batch.outputs.items()},
+            "info": {n: _json_safe(o[i].info) for n, o in batch.outputs.items()},
+        }
+        records.append(rec)
+    return records
+
+
+def write_rollouts(path: str | Path, samples: list, batch: Any, *, step: int | None = None, append: bool = True) -> Path:
+    """Write (append) the samples and their RewardBatch as rollouts JSONL; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", encoding="utf-8") as fh:
+        for rec in rollout_records(samples, batch, step=step):
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise DensecodeError(f"input file not found: {path} (pass a rollouts JSONL written by the trainer, "
+                             "or a `densecode generate` output with --model)")
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DensecodeError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise DensecodeError(f"{path}:{number}: expected a JSON object per line")
+            rows.append(row)
+    if not rows:
+        raise DensecodeError(f"{path}: no samples in the file")
+    return rows
+
+
+def _check_rollout(row: dict, where: str) -> None:
+    for key in ("response", "token_spans", "total", "components"):
+        if key not in row:
+            raise DensecodeError(f"{where}: rollout record lacks {key!r} (written by densecode.rewards.explain.write_rollouts?)")
+    n = len(row["token_spans"])
+    if len(row["total"]) != n or any(len(v) != n for v in row["components"].values()):
+        raise DensecodeError(f"{where}: per-token arrays do not match the {n} token spans")
+
+
+# ---------------------------------------------------------------- scoring generate output
+
+
+def score_generations(rows: list[dict], model: str, config: str | None, overrides: list[str]) -> list[dict]:
+    """Turn generate-output rows into rollout records by computing the rewards here."""
+    from densecode.config import load_config
+    from densecode.rewards import build_assembler, effective_weights, make_sample
+
+    cfg = load_config(config, overrides)
+    try:
+        from transformers import AutoTokenizer
+
+        from densecode.models import resolve_model_path
+
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path(model)))
+    except DensecodeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any loading failure is the user's model path
+        raise DensecodeError(f"cannot load the tokenizer of --model {model!r}: {exc}") from None
+    samples = []
+    for number, row in enumerate(rows, 1):
+        text = row.get("completion", row.get("response"))
+        if not isinstance(row.get("prompt"), str) or not isinstance(text, str):
+            raise DensecodeError(f"line {number}: expected 'prompt' and 'completion' (or 'response') strings")
+        ids = row.get("token_ids") or tokenizer(text, add_special_tokens=False)["input_ids"]
+        samples.append(make_sample(row["prompt"], ids, tokenizer, row.get("task") or {},
+                                   code_regions=cfg.reward.code_regions,
+                                   truncated=row.get("finish_reason") == "length",
+                                   grammar_verdicts=row.get("grammar_verdicts")))
+    simulator = None
+    if effective_weights(cfg.reward, cfg.domain).get("sim", 0.0) > 0:
+        simulator = _robotics_backend()
+    assembler = build_assembler(cfg.reward, cfg.domain, simulator=simulator)
+    batch = assembler(samples)
+    return rollout_records(samples, batch)
+
+
+def _robotics_backend():
+    try:
+        from robosim import RoboSimBackend
+    except ImportError as exc:
+        raise DensecodeError(f"the sim reward needs robosim.RoboSimBackend ({exc}); or pass --set reward.weights.sim=0") from None
+    return RoboSimBackend()
+
+
+# ---------------------------------------------------------------- HTML
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+header{position:sticky;top:0;z-index:2;background:#fff;border-bottom:1px solid #d8dce3;padding:10px 18px}
+h1{font-size:18px;margin:0 0 6px}
+.controls label{margin-right:14px;white-space:nowrap;cursor:pointer}
+.legend{display:inline-flex;align-items:center;gap:6px;margin-left:12px;font-size:12px;color:#555}
+.legend .bar{width:160px;height:10px;border:1px solid #ccc;
+ background:linear-gradient(90deg,rgba(220,38,38,.85),rgba(255,255,255,0),rgba(22,163,74,.85))}
+main{padding:12px 18px}
+table.summary{border-collapse:collapse;background:#fff;font-size:12.5px;margin-bottom:16px}
+table.summary th,table.summary td{border:1px solid #dde1e7;padding:3px 8px;text-align:right}
+table.summary th{background:#eef1f5}
+table.summary td.l{text-align:left}
+.sample{background:#fff;border:1px solid #d8dce3;border-radius:6px;margin:0 0 14px;padding:10px 12px}
+.sample h2{font-size:14px;margin:0 0 4px}
+.meta{font-size:12px;color:#555;margin-bottom:6px}
+.prompt{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;color:#667;
+ background:#f3f4f6;padding:6px 8px;border-radius:4px;margin:4px 0}
+pre.resp{font:13px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;
+ word-break:break-all;margin:6px 0;padding:8px;border:1px solid #e3e6ea;border-radius:4px;background:#fff}
+.tok{border-radius:2px;cursor:default}
+.tok:hover{outline:1px solid #333}
+.tok.prose{font-style:italic;color:#6b7280}
+.tok.empty{display:inline-block;width:5px;height:1.1em;vertical-align:text-bottom;border:1px dotted #999}
+.diags{font-size:12px;margin:4px 0 0;padding-left:18px}
+.diags code{background:#eef1f5;padding:0 3px;border-radius:3px}
+.neg{color:#b91c1c}.pos{color:#15803d}
+#tip{position:fixed;z-index:5;display:none;max-width:460px;background:#1f2937;color:#f9fafb;font-size:12px;
+ padding:6px 8px;border-radius:4px;white-space:pre-wrap;pointer-events:none;box-shadow:0 2px 8px rgba(0,0,0,.3)}
+"""
+
+_JS = """
+const DATA = JSON.parse(document.getElementById('reward-data').textContent);
+const boxes = Array.from(document.querySelectorAll('input.comp'));
+function colour(v, scale){
+  if(!v || !scale) return '';
+  const a = Math.min(Math.abs(v)/scale, 1)*0.85;
+  return v < 0 ? `rgba(220,38,38,${a.toFixed(3)})` : `rgba(22,163,74,${a.toFixed(3)})`;
+}
+function recolour(){
+  const on = boxes.filter(b => b.checked).map(b => b.value);
+  const sums = DATA.samples.map(s => s.spans.map((_, t) =>
+     on.reduce((acc, c) => acc + ((s.weighted[c] || [])[t] || 0), 0)));
+  let scale = 0;
+  sums.forEach(a => a.forEach(v => { scale = Math.max(scale, Math.abs(v)); }));
+  document.getElementById('scale').textContent = scale ? scale.toPrecision(3) : '0';
+  document.querySelectorAll('.tok').forEach(el => {
+    const v = sums[+el.dataset.s][+el.dataset.t];
+    el.style.backgroundColor = colour(v, scale);
+    el.dataset.sel = v;
+  });
+}
+boxes.forEach(b => b.addEventListener('change', recolour));
+const tip = document.getElementById('tip');
+document.addEventListener('mouseover', e => {
+  const el = e.target.closest('.tok'); if(!el){ tip.style.display='none'; return; }
+  tip.textContent = el.dataset.tip + '\\nselected: ' + (+el.dataset.sel).toFixed(4);
+  tip.style.display = 'block';
+});
+document.addEventListener('mousemove', e => {
+  tip.style.left = Math.min(e.clientX + 14, window.innerWidth - 470) + 'px';
+  tip.style.top = (e.clientY + 16) + 'px';
+});
+"""
+
+
+def _fmt(v: float) -> str:
+    return f"{v:+.3f}"
+
+
+def _sample_html(k: int, rec: dict, scale: float, comps: list[str]) -> tuple[str, dict]:
+    resp = rec["response"]
+    spans = [tuple(sp) for sp in rec["token_spans"]]
+    total = rec["total"]
+    weights = rec.get("weights", {})
+    raw = rec["components"]
+    regions = rec.get("code_regions", [])
+    diags = rec.get("diagnostics", {})
+    # Which diagnostics touch which token (for the tooltip).
+    by_token: dict[int, list[str]] = {}
+    for comp, items in diags.items():
+        for d in items:
+            rng = d.get("tokens")
+            if not rng:
+                continue
+            for t in range(rng[0], rng[1]):
+                by_token.setdefault(t, []).append(f"{comp}: {d.get('rule')} {d.get('message', '')}".strip())
+    parts = []
+    shown = 0  # characters already rendered: shared spans render their character once
+    for t, (s, e) in enumerate(spans):
+        text = resp[max(s, shown):e] if e > shown else ""
+        shown = max(shown, e)
+        code = any(s < re_ and e > rs for rs, re_ in regions) or (s == e and False)
+        lines = [f"token {t}: {resp[s:e]!r}  (id {rec['token_ids'][t] if t < len(rec.get('token_ids', [])) else '?'})",
+                 f"total {_fmt(total[t])}"]
+        for c in comps:
+            if c in raw:
+                w = float(weights.get(c, 0.0))
+                lines.append(f"  {c:7s} {_fmt(w * raw[c][t])}  (raw {raw[c][t]:+.3f} x {w:g})")
+        lines += by_token.get(t, [])
+        v = total[t]
+        a = min(abs(v) / scale, 1.0) * 0.85 if scale else 0.0
+        bg = f"rgba(220,38,38,{a:.3f})" if v < 0 else f"rgba(22,163,74,{a:.3f})"
+        cls = "tok" + ("" if code else " prose") + ("" if text else " empty")
+        parts.append(f'<span class="{cls}" data-s="{k}" data-t="{t}" data-sel="{v}" style="background-color:{bg}" '
+                     f'data-tip="{html.escape(chr(10).join(lines), quote=True)}">{html.escape(text)}</span>')
+    if shown < len(resp):
+        parts.append(html.escape(resp[shown:]))
+    diag_items = []
+    for comp, items in diags.items():
+        for d in items:
+            tok = d.get("tokens")
+            where = ""
+            if d.get("span"):
+                a0, b0 = d["span"]
+                where = f" at <code>{html.escape(resp[a0:b0][:60])}</code>"
+            elif tok is None:
+                where = ""
+            cls = "neg" if (d.get("value") or 0) < 0 else "pos"
+            diag_items.append(f'<li><b>{html.escape(comp)}</b> <code>{html.escape(str(d.get("rule")))}</code>{where}: '
+                              f'<span class="{cls}">{html.escape(str(d.get("message", "")))}</span> '
+                              f'({_fmt(float(d.get("value") or 0))})</li>')
+    task = rec.get("task") or {}
+    task_name = task.get("task_id", task.get("name", ""))
+    info = rec.get("info", {})
+    meta = [f"{len(spans)} tokens", f"total {_fmt(sum(total))}"]
+    if rec.get("truncated"):
+        meta.append("truncated")
+    for comp, inf in info.items():
+        for key in ("syntax_ok", "n_violations", "pass_rate", "sim_score", "dfg_score", "kl"):
+            if key in inf and inf[key] is not None:
+                meta.append(f"{comp}.{key} {inf[key]:.3g}")
+    title = f"Sample {rec.get('index', k)}" + (f" · step {rec['step']}" if rec.get("step") is not None else "")
+    if task_name != "":
+        title += f" · task {html.escape(str(task_name))}"
+    body = (f'<section class="sample" id="s{k}"><h2>{title}</h2><div class="meta">{" · ".join(meta)}</div>'
+            f'<details><summary>prompt</summary><div class="prompt">{html.escape(rec.get("prompt", ""))}</div></details>'
+            f'<pre class="resp">{"".join(parts)}</pre>'
+            + (f'<ul class="diags">{"".join(diag_items)}</ul>' if diag_items else "") + "</section>")
+    data = {"spans": spans, "weighted": {c: [float(weights.get(c, 0.0)) * x for x in raw[c]] for c in raw}}
+    return body, data
+
+
+def render_html(records: list[dict], title: str = "densecode reward explorer") -> str:
+    for i, rec in enumerate(records):
+        _check_rollout(rec, f"sample {i}")
+    comps: list[str] = []
+    for rec in records:
+        for c in rec["components"]:
+            if c not in comps:
+                comps.append(c)
+    scale = max((abs(v) for rec in records for v in rec["total"]), default=0.0)
+    bodies, data = [], []
+    for k, rec in enumerate(records):
+        b, d = _sample_html(k, rec, scale, comps)
+        bodies.append(b)
+        data.append(d)
+    # Summary table: one row per sample, weighted sums per component.
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in comps)
+    rows = []
+    for k, rec in enumerate(records):
+        w = rec.get("weights", {})
+        cells = "".join(
+            f'<td class="{"neg" if s < 0 else "pos" if s > 0 else ""}">{s:+.2f}</td>'
+            for s in (float(w.get(c, 0.0)) * sum(rec["components"].get(c, [])) for c in comps))
+        info = rec.get("info", {})
+        flags = []
+        if "syntax" in info:
+            flags.append("syntax ok" if info["syntax"].get("syntax_ok") else "syntax error")
+        if "lint" in info:
+            flags.append(f"{int(info['lint'].get('n_violations', 0))} lint")
+        if "tests" in info and info["tests"].get("has_tests"):
+            flags.append(f"tests {info['tests'].get('pass_rate', 0):.2f}")
+        if "sim" in info:
+            flags.append(f"sim {info['sim'].get('sim_score', 0):.2f}")
+        total = sum(rec["total"])
+        rows.append(f'<tr><td class="l"><a href="#s{k}">{rec.get("index", k)}</a></td><td>{len(rec["token_spans"])}</td>'
+                    f'<td class="{"neg" if total < 0 else "pos"}"><b>{total:+.2f}</b></td>{cells}'
+                    f'<td class="l">{html.escape(", ".join(flags))}</td></tr>')
+    means = [np.mean([float(r.get("weights", {}).get(c, 0.0)) * sum(r["components"].get(c, [])) for r in records])
+             for c in comps]
+    rows.append('<tr><th class="l">mean</th><th></th>'
+                f'<th>{np.mean([sum(r["total"]) for r in records]):+.2f}</th>'
+                + "".join(f"<th>{m:+.2f}</th>" for m in means) + "<th></th></tr>")
+    table = (f'<table class="summary"><tr><th class="l">sample</th><th>tokens</th><th>total</th>{head}'
+             f'<th class="l">notes</th></tr>{"".join(rows)}</table>')
+    mode = records[0].get("mode", "dense")
+    weights = records[0].get("weights", {})
+    boxes = "".join(
+        f'<label><input type="checkbox" class="comp" value="{html.escape(c)}" checked> {html.escape(c)} '
+        f'<small>(w {float(weights.get(c, 0.0)):g})</small></label>' for c in comps)
+    payload = json.dumps({"samples": data, "components": comps}, ensure_ascii=False).replace("</", "<\\/")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
+<body><header><h1>{html.escape(title)}</h1>
+<div class="controls">Colour by: {boxes}
+<span class="legend">−<span id="scale">{scale:.3g}</span> <span class="bar"></span> +</span>
+<span class="legend">{len(records)} samples · {mode} rewards · hover a token for its values</span></div></header>
+<main>{table}{"".join(bodies)}</main><div id="tip"></div>
+<script type="application/json" id="reward-data">{payload}</script>
+<script>{_JS}</script></body></html>
+"""
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def configure(parser) -> None:
+    from densecode.config import add_config_arguments
+
+    parser.add_argument("--in", dest="input", required=True,
+                        help="rollouts JSONL (from training) or a `densecode generate` output (then pass --model)")
+    parser.add_argument("--out", required=True, help="HTML file to write")
+    parser.add_argument("--model", default=None, help="model whose tokenizer scores a generate output")
+    parser.add_argument("--limit", type=int, default=0, help="render only the first N samples (0: all)")
+    parser.add_argument("--step", type=int, default=None, help="only samples of this training step")
+    parser.add_argument("--title", default="densecode reward explorer")
+    add_config_arguments(parser)
+
+
+def run(args) -> int:
+    rows = read_jsonl(args.input)
+    if args.step is not None:
+        rows = [r for r in rows if r.get("step") == args.step]
+        if not rows:
+            raise DensecodeError(f"{args.input}: no samples with step {args.step}")
+    if args.limit:
+        rows = rows[: args.limit]
+    if all("components" in r for r in rows):
+        records = rows
+    elif all("prompt" in r for r in rows):
+        if not args.model:
+            raise DensecodeError(f"{args.input} holds generations without rewards: pass --model (its tokenizer) "
+                                 "and --config (domain, weights) to score them, or give a rollouts file")
+        records = score_generations(rows, args.model, args.config, args.overrides)
+    else:
+        raise DensecodeError(f"{args.input}: lines are neither rollout records nor generations (need 'components' or 'prompt')")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(records, args.title), encoding="utf-8")
+    print(f"wrote {out} ({len(records)} samples)")
+    return 0
