@@ -113,6 +113,13 @@ def test_judged_incorrect_reads_component_info():
     assert not judged_incorrect({"syntax": {"syntax_ok": True}, "tests": {"tests_failed": 0}})
     assert judged_incorrect({"tests": {"tests_failed": 2}})
     assert judged_incorrect({"sim": {"error": "ValueError: pick while holding"}})
+    # RoboSim backend info (sim component)
+    ok = {"runs": 5.0, "clean_runs": 5.0, "successes": 5.0, "python_errors": 0.0, "robot_errors": 0.0, "timeouts": 0.0}
+    assert not judged_incorrect({"sim": ok})
+    assert not judged_incorrect({"sim": {**ok, "clean_runs": 3.0, "successes": 3.0, "timeouts": 2.0}})
+    assert judged_incorrect({"sim": {**ok, "robot_errors": 1.0, "clean_runs": 4.0, "successes": 4.0}})
+    assert judged_incorrect({"sim": {**ok, "python_errors": 5.0, "clean_runs": 0.0, "successes": 0.0}})
+    assert judged_incorrect({"sim": {**ok, "successes": 4.0}})  # clean run that failed the task checks
 
 
 # ------------------------------------------------------------------ loss

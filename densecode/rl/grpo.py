@@ -118,7 +118,9 @@ def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
     test, a simulator/runtime error, or a syntax error. These are read as the
     same verdict: `syntax_ok == 0` (the syntax component; it already treats
     "ran out at max length" as ok), `tests_failed > 0`, `errors > 0`, a
-    non-empty `error`. Components that cannot judge
+    non-empty `error`, and RoboSim's `python_errors > 0`, `robot_errors > 0` or
+    `clean_runs > successes` (a clean run that failed the task's checks). A
+    timeout alone is no verdict (a cut-off program may just be slow). Components that cannot judge
     (lint, KL) leave the keys out; "no verdict" counts as not incorrect.
     """
     for info in (infos or {}).values():
@@ -132,6 +134,12 @@ def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
         if (info.get("tests_failed") or 0) > 0:
             return True
         if info.get("error") or (info.get("errors") or 0) > 0:
+            return True
+        # RoboSim backend (sim component): any run raised, or ran cleanly but failed the task checks.
+        if (info.get("python_errors") or 0) > 0 or (info.get("robot_errors") or 0) > 0:
+            return True
+        clean, successes = info.get("clean_runs"), info.get("successes")
+        if clean is not None and successes is not None and clean > successes:
             return True
     return False
 
