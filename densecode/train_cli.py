@@ -106,7 +106,15 @@ def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None
 
     if cfg.train.num_threads > 0:
         torch.set_num_threads(cfg.train.num_threads)
+    import os
+
     accelerator = accelerator or Accelerator(mixed_precision=cfg.train.mixed_precision)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and accelerator.num_processes == 1:
+        # torchrun started several processes but accelerate did not join them: each would
+        # train alone and write the same run directory.
+        raise DensecodeError("launched as one of several processes but accelerate is not distributed: "
+                             "on CPUs use `ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N "
+                             "-m densecode.cli train ...`")
     set_seed(cfg.train.seed)
     task_source = task_source or build_task_source(cfg)
     lora = cfg.lora if cfg.lora.enabled else None
