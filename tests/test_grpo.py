@@ -393,3 +393,23 @@ def test_grpo_configs_build_microcoder(name):
     assert algo.truncation_masking == "conditional" and algo.loss_aggregation == "token"
     assert algo.sampling_temperature(0) == 0.6 and algo.samples_per_prompt == 8
     assert cfg.reward.weights["kl"] == 0.0
+
+
+def test_algorithm_state_roundtrips_through_json():
+    import json
+
+    from densecode.rl.grpo import GRPOAlgorithm
+    from densecode.rl.temperature import TemperatureController
+
+    def make():
+        ctl = TemperatureController(stages=[0.6, 1.2], switch_steps=[100], floor=0.5, window=3, min_slope=1.0)
+        return GRPOAlgorithm(group_size=2, controller=ctl, seed=3)
+
+    a = make()
+    a.controller.update(0.9)
+    a.controller.update(0.8)
+    torch.rand(5, generator=a._generator)
+    b = make()
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert list(b.controller.history) == [0.9, 0.8] and b.controller.stage == 0
+    assert torch.equal(torch.rand(4, generator=a._generator), torch.rand(4, generator=b._generator))

@@ -492,7 +492,8 @@ class GRPOAlgorithm:
         return loss, {f"grpo/{k}": torch.tensor(v) for k, v in stats.items()}
 
     def state_dict(self) -> dict:
-        state: dict[str, Any] = {"generator": self._generator.get_state()}
+        # JSON-able (the trainer writes it into trainer_state.json).
+        state: dict[str, Any] = {"generator": self._generator.get_state().tolist()}
         if self.controller is not None:
             state["controller"] = {"stage": self.controller.stage, "history": list(self.controller.history),
                                    "last_reason": self.controller.last_reason}
@@ -500,7 +501,7 @@ class GRPOAlgorithm:
 
     def load_state_dict(self, state: dict) -> None:
         if "generator" in state:
-            self._generator.set_state(state["generator"])
+            self._generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
         if self.controller is not None and "controller" in state:
             c = state["controller"]
             self.controller.stage = int(c["stage"])
