@@ -42,7 +42,12 @@ def candidate_line(tb) -> int | None:
     return line
 
 
+_reserve: list = []  # emergency memory, released so a MemoryError can still be reported
+
+
 def _exc_record(exc: BaseException) -> dict:
+    if isinstance(exc, MemoryError):
+        _reserve.clear()
     line = candidate_line(exc.__traceback__)
     if isinstance(exc, SyntaxError) and exc.filename == CANDIDATE_FILE:
         line = exc.lineno
@@ -77,7 +82,10 @@ def run_assert(payload: dict) -> None:
             _send({"t": "setup_error", **err})
     err = _run_module(payload["code"], CANDIDATE_FILE, g)
     if err:
+        # Like running the script for real: a program that crashes on load passes no test.
         _send({"t": "code_error", **err})
+        _send({"t": "done"})
+        return
     for i, probes in enumerate(payload["probes"]):
         if isinstance(probes, str):  # a non-assert test statement: it passes iff it raises nothing
             try:
@@ -100,6 +108,8 @@ def run_call(payload: dict) -> None:
     err = _run_module(payload["code"], CANDIDATE_FILE, g)
     if err:
         _send({"t": "code_error", **err})
+        _send({"t": "done"})
+        return
     fn = g.get(payload["entry_point"])
     for i, raw in enumerate(payload["inputs"]):
         try:
@@ -181,6 +191,7 @@ MODES = {"assert": run_assert, "call": run_call, "stdio": run_stdio, "api": run_
 
 def main(payload: dict) -> None:
     """Entry point in the child; never returns."""
+    _reserve.append(bytearray(4 << 20))
     try:
         MODES[payload["mode"]](payload)
     except BaseException:  # noqa: BLE001 - a broken harness must still end the process

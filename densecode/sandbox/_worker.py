@@ -67,7 +67,14 @@ def _send(fd: int, msg: dict) -> None:
 
 
 def _setup_namespaces(plan: dict) -> None:
-    """In A: new mount/net/pid namespaces, read-only root, private /tmp."""
+    """In A: new mount/net/pid namespaces; the child's filesystem view.
+
+    minimal_root: a fresh tmpfs root holding read-only binds of /usr (+ the
+    /bin, /lib symlinks), a few /etc files, null/zero/urandom devices and the
+    Python installation, then a private writable /tmp; everything else on the
+    host (home directories, datasets, the rest of the repo) is absent.
+    Otherwise: the host tree recursively read-only plus a private /tmp.
+    """
     flags = iso.CLONE_NEWNS | iso.CLONE_NEWPID
     if plan["netns"]:
         flags |= iso.CLONE_NEWNET
@@ -78,9 +85,79 @@ def _setup_namespaces(plan: dict) -> None:
     else:
         iso.unshare(flags)
     iso.mount(None, "/", None, iso.MS_REC | iso.MS_PRIVATE)
+    tmp_opts = f"size={plan['tmpfs_mb']}m,nr_inodes=4096,mode=1777"
+    if plan["minimal_root"]:
+        _build_minimal_root(plan, tmp_opts)
+        return
     if plan["readonly_root"]:
         iso.make_tree_readonly("/")
-    iso.mount("tmpfs", "/tmp", "tmpfs", iso.MS_NOSUID | iso.MS_NODEV, f"size={plan['tmpfs_mb']}m,nr_inodes=4096,mode=1777")
+    iso.mount("tmpfs", "/tmp", "tmpfs", iso.MS_NOSUID | iso.MS_NODEV, tmp_opts)
+
+
+ROOT_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nsswitch.conf", "hosts", "mime.types")
+DEV_FILES = ("null", "zero", "full", "random", "urandom")
+
+
+def _build_minimal_root(plan: dict, tmp_opts: str) -> None:
+    new = "/tmp"  # mounted over in this namespace only; sources are pinned by O_PATH fds first
+    sources: list[tuple[str, int, bool]] = []  # (path inside the new root, fd, is_dir)
+
+    def pin(path: str, inside: str) -> None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        sources.append((inside, fd, os.path.isdir(path)))
+
+    symlinks = []
+    for name in ROOT_DIRS:
+        host = "/" + name
+        if os.path.islink(host):
+            symlinks.append((os.readlink(host), name))
+        elif os.path.isdir(host):
+            pin(host, host)
+    for name in ETC_FILES:
+        pin("/etc/" + name, "/etc/" + name)
+    for name in DEV_FILES:
+        pin("/dev/" + name, "/dev/" + name)
+    for path in plan["expose"]:
+        pin(path, path)
+    iso.mount("tmpfs", new, "tmpfs", iso.MS_NOSUID, "size=1m,nr_inodes=4096,mode=755")
+    for target, name in symlinks:
+        os.symlink(target, f"{new}/{name}")
+    for sub in ("etc", "dev", "proc", "tmp"):
+        os.makedirs(f"{new}/{sub}", mode=0o755, exist_ok=True)
+    for inside, fd, is_dir in sources:
+        target = new + inside
+        if is_dir:
+            os.makedirs(target, mode=0o755, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+        iso.mount(f"/proc/self/fd/{fd}", target, None, iso.MS_BIND | iso.MS_REC)
+        os.close(fd)
+    iso.make_tree_readonly(new)
+    iso.mount("tmpfs", f"{new}/tmp", "tmpfs", iso.MS_NOSUID | iso.MS_NODEV, tmp_opts)
+    os.chroot(new)
+    os.chdir("/")
+
+
+def _exposed_paths(extra: tuple[str, ...] = ()) -> list[str]:
+    """Directories the child needs besides /usr: the interpreter, its site-packages, densecode itself."""
+    import site
+
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    wanted = {sys.base_prefix, sys.prefix, sys.exec_prefix, *site.getsitepackages(), os.path.join(pkg_root, "densecode"), *extra}
+    real = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
+    out: list[str] = []
+    for p in real:
+        if p == "/" or p.split("/")[1] in ROOT_DIRS or p.split("/")[1] in ("etc", "dev", "proc", "tmp"):
+            continue
+        if any(p == q or p.startswith(q + "/") for q in out):
+            continue
+        out.append(p)
+    return out
 
 
 def _enter_child(plan: dict, limits: dict, fds: dict) -> None:
@@ -177,26 +254,37 @@ class Worker:
         self.slot = slot
         self.reader = _LineReader(cmd_in)
         self.pending: list[bytes] = []
+        self.current_id = None
         self.plan = self._probe()
 
     # -- capability probe: decide once which protections this kernel allows
     def _probe(self) -> dict:
         is_root = os.getuid() == 0
         candidates = []
-        base = {"tmpfs_mb": 64, "fresh_proc": True, "readonly_root": True}
+        base = {"tmpfs_mb": 64, "fresh_proc": True, "readonly_root": True, "minimal_root": True, "expose": _exposed_paths()}
         if is_root:
             candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": UID_BASE + self.slot})
         candidates.append({**base, "ns": True, "userns": True, "netns": True, "setuid": None})
+        if is_root:  # namespaces but the interpreter unreadable by a slot uid: stay uid 0 (NPROC not enforced)
+            candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": None})
         for plan in candidates:
-            for variant in (plan, {**plan, "fresh_proc": False}, {**plan, "fresh_proc": False, "readonly_root": False}):
+            for variant in (
+                plan,
+                {**plan, "fresh_proc": False},
+                {**plan, "minimal_root": False},
+                {**plan, "minimal_root": False, "fresh_proc": False},
+                {**plan, "minimal_root": False, "fresh_proc": False, "readonly_root": False},
+            ):
                 if self._try_plan(variant):
                     return variant
-        return {"ns": False, "userns": False, "netns": False, "readonly_root": False, "fresh_proc": False,
+        return {"ns": False, "userns": False, "netns": False, "readonly_root": False, "fresh_proc": False, "minimal_root": False,
                 "tmpfs_mb": 0, "setuid": UID_BASE + self.slot if is_root else None}
 
     def _try_plan(self, plan: dict) -> bool:
         limits = {"memory_mb": 512, "cpu_s": 5, "file_size_mb": 1, "max_procs": 16, "output_bytes": 4096, "timeout_s": 10}
-        result = self.run_job({"mode": "assert", "setup": "", "code": "", "probes": [["1+1"]]}, limits, plan=plan, relay=False)
+        # The import checks that the interpreter's own files are reachable from inside the sandbox.
+        probe = {"mode": "assert", "setup": "", "code": "import xml.dom.minidom, zlib", "probes": [["1+1"]]}
+        result = self.run_job(probe, limits, plan=plan, relay=False)
         return result["status"] is not None and result["setup_error"] is None and any('"probe"' in r for r in result["records"])
 
     def protections(self) -> dict:
@@ -206,7 +294,9 @@ class Worker:
             "kill_scope": "pid namespace (all descendants)" if p["ns"] else ("all processes of the slot uid" if p["setuid"] else "process group"),
             "network": "network namespace (no interfaces)" if p["netns"] else "python-level socket block (best effort)",
             "user_namespace": p["userns"],
-            "readonly_root": p["readonly_root"],
+            "readonly_root": p["readonly_root"] or p["minimal_root"],
+            "minimal_root": p["minimal_root"],
+            "exposed_paths": p.get("expose", []) if p["minimal_root"] else "whole host tree (read-only)",
             "private_tmp": p["ns"],
             "fresh_proc": p["fresh_proc"],
             "uid": p["setuid"] if p["setuid"] is not None else ("mapped user in own user namespace" if p["userns"] else os.getuid()),
@@ -293,8 +383,7 @@ class Worker:
         for fd, name in ((out_r, "out"), (err_r, "err"), (res_r, "res"), (stat_r, "stat")):
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ, name)
-        if relay:
-            sel.register(self.cmd_in, selectors.EVENT_READ, "cmd")
+        sel.register(self.cmd_in, selectors.EVENT_READ, "cmd")  # kill requests (deadline) and API replies
         streams = {"out": bytearray(), "err": bytearray()}
         res_reader = _LineReader(res_r)
         stat_reader = _LineReader(stat_r)
@@ -329,6 +418,8 @@ class Worker:
                 if name == "cmd":
                     for line in self.reader.read_available():
                         msg = json.loads(line)
+                        if msg.get("id") != self.current_id:
+                            continue  # stale message about an earlier program
                         if msg.get("op") == "reply":
                             try:
                                 os.write(rep_w, (msg["data"] + "\n").encode())
@@ -415,7 +506,9 @@ class Worker:
                 msg = json.loads(self.pending.pop(0))
                 if msg.get("op") != "run":
                     continue
+                self.current_id = msg["id"]
                 result = self.run_job(msg["payload"], msg["limits"], msg.get("stdin"), relay=msg["payload"]["mode"] == "api")
+                self.current_id = None
                 result["id"] = msg["id"]
                 _send(self.cmd_out, result)
 

@@ -235,7 +235,7 @@ class SandboxPool:
                     for w in busy.values():
                         if w.unit.killed_by_parent is None:
                             w.unit.killed_by_parent = "deadline"
-                            self._send_worker(w, {"op": "kill", "reason": "deadline"})
+                            self._send_worker(w, {"op": "kill", "id": w.unit.uid, "reason": "deadline"})
                 for slot in range(self.max_workers):
                     if not queue:
                         break
@@ -317,9 +317,9 @@ class SandboxPool:
                     action = u.on_record(msg["data"])
                     if isinstance(action, tuple) and action[0] == "kill":
                         u.killed_by_parent = action[1]
-                        self._send_worker(w, {"op": "kill", "reason": action[1]})
+                        self._send_worker(w, {"op": "kill", "id": u.uid, "reason": action[1]})
                     elif action is not None:
-                        self._send_worker(w, {"op": "reply", "data": json.dumps(action, separators=(",", ":"))})
+                        self._send_worker(w, {"op": "reply", "id": u.uid, "data": json.dumps(action, separators=(",", ":"))})
             elif msg.get("op") == "done":
                 u.result = msg
                 return "done"
