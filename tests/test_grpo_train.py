@@ -75,3 +75,30 @@ def test_kl_loss_term_gets_reference_logprobs(tiny_model_dir, tmp_path):
     assert st["grpo/kl_ref"] > 0.0  # 0 on the first epoch, > 0 once the first update moved the policy
     no_kl, _ = _trainer(tiny_model_dir, tmp_path, [])
     assert no_kl.reference is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cli_train_robotics_grpo_end_to_end_and_resume(tiny_model_dir, tmp_path):
+    import json
+
+    from densecode.cli import main
+
+    run = tmp_path / "run"
+    common = ["--model", str(tiny_model_dir), "--output-dir", str(run), "--no-progress",
+              "--set", "train.batch_size=2", "--set", "algo.group_size=4", "--set", "generation.max_new_tokens=24",
+              "--set", "train.eval_every=0", "--set", "train.save_every=1", "--set", "train.num_threads=1",
+              "--set", "algo.ppo_epochs=1"]
+    assert main(["train", "--domain", "robotics", "--algo", "grpo", "--steps", "2"] + common) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2]
+    for key in ("grpo/zero_std_groups", "grpo/masked", "grpo/truncated", "diversity/distinct_4", "grpo/clipfrac",
+                "reward/sim/sim_score", "rollout/temperature"):
+        assert key in train[-1], key
+    assert "ppo/value_loss" not in train[-1]
+    state = json.loads((run / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
+    assert state["algo_name"] == "grpo" and "generator" in state["algo"]
+    assert main(["train", "--domain", "robotics", "--algo", "grpo", "--steps", "3", "--resume", str(run)] + common) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3]
