@@ -204,3 +204,48 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--domain", "chess"])
+
+
+def _make_lora_trainer(cfg, run_dir, value_model="shared"):
+    from densecode.config import LoraConfig
+
+    torch.manual_seed(0)
+    lora = LoraConfig(enabled=True, r=4, alpha=8, dropout=0.0, target_modules=["c_attn"])
+    model, tok = load_model_and_tokenizer(cfg.model, lora, device="cpu", for_training=True)
+    critic = None
+    if value_model == "separate":
+        critic, _ = load_model_and_tokenizer(cfg.model, lora, device="cpu", for_training=True)
+    algo = PPOAlgorithm.from_config(cfg.algo, cfg.generation)
+    return Trainer(cfg, model=model, tokenizer=tok, task_source=TargetTokenTask(), reward_fn=TargetReward(),
+                   algo=algo, run_dir=run_dir, progress=False, critic=critic)
+
+
+def test_lora_reference_is_the_adapter_disabled_base(tiny_model_dir, tmp_path):
+    cfg = make_cfg(tiny_model_dir, tmp_path, "lora.enabled=true", "model.value_model=separate")
+    tr = _make_lora_trainer(cfg, tmp_path, value_model="separate")
+    assert tr.reference.shares_weights  # no second copy of the policy weights
+    assert tr.unwrapped.critic is not None
+    base_before = {k: v.clone() for k, v in tr.unwrapped.policy.named_parameters() if "lora_" not in k}
+    batch0, _ = tr.rollout(0)
+    for s in range(3):
+        tr.train_step(s)
+    # Base weights frozen; the policy moved away from the reference; the reference did not move.
+    for k, v in tr.unwrapped.policy.named_parameters():
+        if "lora_" not in k:
+            assert torch.equal(v, base_before[k]), k
+    args = (batch0.input_ids, batch0.attention_mask, batch0.position_ids, batch0.response_ids)
+    ref_again = tr.reference.logprobs(tr.unwrapped.policy, *args, temperature=batch0.temperature)
+    assert torch.allclose(ref_again * batch0.response_mask, batch0.ref_logprobs, atol=1e-6)
+    # Before training the policy WAS the reference (LoRA B starts at 0)...
+    assert torch.allclose(batch0.logprobs, batch0.ref_logprobs, atol=1e-6)
+    # ...and after three steps it is not.
+    new = tr.unwrapped(*args, temperature=batch0.temperature).logprobs * batch0.response_mask
+    assert not torch.allclose(new, batch0.logprobs, atol=1e-4)
+    path = tr.save_checkpoint()
+    assert (path / "model" / "adapter_model.safetensors").is_file()
+    assert (path / "critic" / "adapter_model.safetensors").is_file()
+    tr2 = _make_lora_trainer(cfg, tmp_path, value_model="separate")
+    tr2.load_checkpoint(path)
+    w1, w2 = tr.unwrapped.state_dict(), tr2.unwrapped.state_dict()
+    for k in w1:
+        assert torch.equal(w1[k], w2[k]), k
