@@ -42,7 +42,7 @@ class RoboSimBackend:
         clean_credit: float = 0.25,
         error_penalty: float = -1.0,
         timeout_s: float = 1.0,
-        max_calls: int = 1000,
+        max_calls: int = 200,
         seed: int = 0,
         pool: Any = None,
     ):

@@ -67,7 +67,7 @@ def evaluate(
     n_dynamic: int = 5,
     pool: Any = None,
     timeout_s: float = 1.0,
-    max_calls: int = 1000,
+    max_calls: int = 200,
     seed: int = 0,
 ) -> RoboOutcomes:
     """Judge programs[i] on tasks[i] (full programs or bodies) in the sandbox."""
