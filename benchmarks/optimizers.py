@@ -140,15 +140,22 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def train_mean(train: list[dict], key: str, last: int = 5) -> str:
+    vals = [r[key] for r in train[-last:] if isinstance(r.get(key), (int, float))]
+    return f"{sum(vals) / len(vals):.3f}" if vals else "n/a"
+
+
 def table(results: dict) -> str:
-    lines = ["| variant | success @ step 0 | final success | best success | wall time (s) |",
-             "|---|---|---|---|---|"]
+    lines = ["| variant | held-out success @ step 0 | final | best | train sim score (first 5 / last 5 steps) "
+             "| wall time (s) |", "|---|---|---|---|---|---|"]
     for name, res in results.items():
         curve = res["curve"]
         first = f"{curve[0][1]:.3f}" if curve else "n/a"
         final = f"{curve[-1][1]:.3f} (step {curve[-1][0]})" if curve else "n/a"
         best = f"{max(s for _, s in curve):.3f}" if curve else "n/a"
-        lines.append(f"| {name} | {first} | {final} | {best} | {res['wall_s']:.0f} |")
+        train = res.get("train", [])
+        sim = f"{train_mean(train[:5], 'reward/sim/sim_score')} / {train_mean(train, 'reward/sim/sim_score')}"
+        lines.append(f"| {name} | {first} | {final} | {best} | {sim} | {res['wall_s']:.0f} |")
     return "\n".join(lines)
 
 
