@@ -1,0 +1,448 @@
+"""`densecode eval`: score a model (or a `densecode train` run) on MBPP, MBPP+, RoboEval or robotics.
+
+    densecode eval --benchmark mbppplus --model densecode-tiny --data ../shared/data/mbppplus/MbppPlus-v0.2.0.derived.jsonl --out runs/eval/tiny-mbppplus
+    densecode eval --benchmark mbpp --canonical --split all --data ../shared/data/mbpp/mbpp.jsonl --out runs/eval/mbpp-canonical
+    densecode eval --benchmark robotics --model runs/robotics --out runs/eval/robotics-ppo
+    densecode eval --benchmark roboeval --data ~/CodeBotler/benchmark/tasks --model M --out runs/eval/roboeval
+
+Writes results.json, report.md and chart.png into --out. `--model` takes a
+model directory, a hub id, `densecode-tiny`, or a `densecode train` run
+directory (its latest checkpoint is used). `--canonical` judges the dataset's
+own reference solutions instead of a model: the check that the judge agrees
+with the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from densecode.errors import DensecodeError
+from densecode.eval import mbpp as mbpp_mod
+from densecode.eval.passk import mean_pass_at_k, pass_at_k
+from densecode.eval.report import write_run
+
+log = logging.getLogger("densecode.eval")
+
+BENCHMARKS = ("mbpp", "mbppplus", "roboeval", "robotics")
+# Seconds per program. MBPP reference 123 needs 2.5 s on a quiet core and 9+ s under load,
+# so --canonical (the agreement check) uses 60 s; model outputs get 10 s by default.
+DEFAULT_TIMEOUT_S = 10.0
+CANONICAL_TIMEOUT_S = 60.0
+# MBPP+ runs every input of a task in one sandboxed process: the limit grows with the
+# inputs (EvalPlus allows at least 1 s per input), so slow-but-correct references fit
+# (Mbpp/599's reference needs ~56 s for its 91 inputs on a loaded 2-core machine).
+MBPPPLUS_SECONDS_PER_INPUT = 1.0
+# EvalPlus runs candidates under a 4 GB address-space limit (Mbpp/255 needs more than 1 GB).
+MBPPPLUS_MEMORY_MB = 4096
+
+
+def configure(parser) -> None:
+    parser.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    parser.add_argument("--model", default="densecode-tiny",
+                        help="model dir, hub id, densecode-tiny, or a densecode train run/checkpoint dir")
+    parser.add_argument("--data", default=None,
+                        help="benchmark file (mbpp/mbppplus .jsonl) or RoboEval tasks dir; default: the dataset hub")
+    parser.add_argument("--split", default="test", choices=mbpp_mod.SPLIT_CHOICES,
+                        help="MBPP task-id split (test = 11-510) or robotics split (test/validation/train)")
+    parser.add_argument("--n", type=int, default=1, help="samples per task (pass@k for k <= n)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--max-new-tokens", type=int, default=512)
+    parser.add_argument("--few-shot", type=int, default=0, help="examples before the problem (mbpp/mbppplus)")
+    parser.add_argument("--prompt-style", default="auto", choices=("auto", "chat", "completion"),
+                        help="auto: chat template when the tokenizer has one, else plain completion")
+    parser.add_argument("--grammar", default="off", choices=("off", "check", "constrain"),
+                        help="SynCode processor during generation")
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds per program (default {DEFAULT_TIMEOUT_S:g}; {CANONICAL_TIMEOUT_S:g} with --canonical)")
+    parser.add_argument("--workers", type=int, default=None, help="sandbox processes (default: CPU count)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    parser.add_argument("--canonical", action="store_true",
+                        help="judge the benchmark's reference solutions instead of a model (judge agreement check)")
+    parser.add_argument("--tasks", type=int, default=None, help="robotics: number of held-out tasks (default 100)")
+    parser.add_argument("--out", default=None, help="output directory (default runs/eval/<benchmark>)")
+
+
+# ------------------------------------------------------------------ models
+
+
+def _step_number(path: Path) -> int:
+    numbers = re.findall(r"\d+", path.name)
+    return int(numbers[-1]) if numbers else -1
+
+
+def resolve_eval_model(name: str) -> tuple[str, str | None]:
+    """(model path or id, LoRA adapter dir or None) for --model.
+
+    Accepts a model directory, an adapter directory, a `densecode train` run
+    directory (checkpoints/latest), its checkpoints/ directory, or one
+    checkpoints/step-N directory (whose model/ subdirectory holds the policy).
+    """
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return name, None
+    if (path / "config.json").is_file():
+        return str(path), None
+    if (path / "adapter_config.json").is_file():
+        try:
+            base = json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+        except (KeyError, json.JSONDecodeError):
+            raise DensecodeError(f"{path}/adapter_config.json names no base_model_name_or_path") from None
+        return str(base), str(path)
+    if (path / "model").is_dir():
+        return resolve_eval_model(str(path / "model"))
+    for root in (path / "checkpoints", path):
+        latest = root / "latest"
+        if latest.is_file():
+            candidate = root / latest.read_text().strip()
+            if candidate.is_dir():
+                return resolve_eval_model(str(candidate))
+        steps = sorted((p for p in root.glob("step-*") if p.is_dir()), key=_step_number) if root.is_dir() else []
+        if steps:
+            return resolve_eval_model(str(steps[-1]))
+    raise DensecodeError(
+        f"--model {path}: no model there (expected config.json, a LoRA adapter, or a densecode train run "
+        "directory with checkpoints/step-N/model)"
+    )
+
+
+def load_model(args):
+    from densecode.config import ModelConfig
+    from densecode.models import load_model_and_tokenizer
+
+    name, adapter = resolve_eval_model(args.model)
+    model, tokenizer = load_model_and_tokenizer(ModelConfig(name_or_path=name, dtype=args.dtype), device=args.device)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+        model.eval()
+    return model, tokenizer, adapter or name
+
+
+def prompt_style(args, tokenizer) -> str:
+    if args.prompt_style != "auto":
+        if args.prompt_style == "chat" and not getattr(tokenizer, "chat_template", None):
+            raise DensecodeError(f"--prompt-style chat: the tokenizer of {args.model} has no chat template")
+        return args.prompt_style
+    return "chat" if getattr(tokenizer, "chat_template", None) else "completion"
+
+
+def sample(args, model, tokenizer, prompts: list[str], stop: list[str]):
+    """(generations, timing) for prompt-major n samples per prompt."""
+    from densecode.generation import generate
+
+    start = time.perf_counter()
+    gens = generate(model, tokenizer, prompts, n=args.n, max_new_tokens=args.max_new_tokens,
+                    temperature=args.temperature, top_p=args.top_p if args.temperature > 0 else 1.0,
+                    grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True)
+    seconds = time.perf_counter() - start
+    tokens = sum(len(g.token_ids) for g in gens)
+    return gens, {"generate_s": round(seconds, 2), "generated_tokens": tokens,
+                  "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else 0.0}
+
+
+# ------------------------------------------------------------------ MBPP / MBPP+
+
+
+def _scores_code(benchmark: str, tasks_out: list[dict], n: int) -> dict:
+    from densecode.eval.passk import ks_for
+
+    scores: dict = {}
+    names = {"mbpp": [("verdict", "MBPP")],
+             "mbppplus": [("base_verdict", "MBPP (base tests)"), ("plus_verdict", "MBPP+ (base + extra tests)")]}
+    for key, label in names[benchmark]:
+        correct = [sum(s[key] == "pass" for s in t["samples"]) for t in tasks_out]
+        counts = [len(t["samples"]) for t in tasks_out]
+        for k in ks_for(n):
+            scores[f"{label} pass@{k}"] = round(mean_pass_at_k(counts, correct, k), 4)
+        scores[f"{label} solved"] = sum(c > 0 for c in correct)
+    scores["tasks"] = len(tasks_out)
+    return scores
+
+
+def evaluate_code(args, out: dict) -> dict:
+    from densecode.sandbox import Limits, SandboxPool
+
+    tasks = mbpp_mod.load_tasks(args.benchmark, args.data, args.split)
+    few_shot_pool = tasks
+    if args.limit is not None:
+        tasks = tasks[: args.limit]
+    timeout = args.timeout or (CANONICAL_TIMEOUT_S if args.canonical else DEFAULT_TIMEOUT_S)
+    prompts_style = "canonical"
+    if args.canonical:
+        prompts = [t.problem for t in tasks]
+        completions = [[t.canonical] for t in tasks]
+        programs = [[t.canonical] for t in tasks]
+        finish = [["reference"] for _ in tasks]
+        out["model"] = "canonical solutions"
+    else:
+        model, tokenizer, model_name = load_model(args)
+        out["model"] = model_name
+        prompts_style = prompt_style(args, tokenizer)
+        shots = mbpp_mod.few_shot_examples(args.few_shot, few_shot_pool if args.benchmark == "mbpp" else None)
+        if args.benchmark == "mbpp" and shots:
+            # Never evaluate a task that is shown as an example.
+            shown = {s.problem for s in shots}
+            tasks = [t for t in tasks if t.problem not in shown]
+        if prompts_style == "chat":
+            prompts = [mbpp_mod.chat_prompt(t, shots, tokenizer) for t in tasks]
+            stop = mbpp_mod.CHAT_STOP
+        else:
+            prompts = [mbpp_mod.completion_prompt(t, shots) for t in tasks]
+            stop = mbpp_mod.COMPLETION_STOP
+        gens, timing = sample(args, model, tokenizer, prompts, stop)
+        out["timing"].update(timing)
+        del model
+        completions = [[g.completion for g in gens[i * args.n:(i + 1) * args.n]] for i in range(len(tasks))]
+        finish = [[g.finish_reason for g in gens[i * args.n:(i + 1) * args.n]] for i in range(len(tasks))]
+        programs = [[mbpp_mod.program_from_completion(t, c, prompts_style) for c in cs]
+                    for t, cs in zip(tasks, completions)]
+    out["settings"].update(prompt_style=prompts_style, timeout_s=timeout, tasks=len(tasks))
+
+    jobs, owner = [], []
+    for i, (task, progs) in enumerate(zip(tasks, programs)):
+        for j, program in enumerate(progs):
+            if not program.strip():
+                continue
+            if args.benchmark == "mbpp":
+                jobs.append(mbpp_mod.mbpp_job(task, program, timeout))
+            else:
+                n_inputs = len(task.base_input) + len(task.plus_input)
+                jobs.append(mbpp_mod.mbppplus_job(task, program, max(timeout, MBPPPLUS_SECONDS_PER_INPUT * n_inputs)))
+            owner.append((i, j))
+    limits = Limits(memory_mb=MBPPPLUS_MEMORY_MB) if args.benchmark == "mbppplus" else Limits()
+    start = time.perf_counter()
+    with SandboxPool(max_workers=args.workers, limits=limits) as pool:
+        results = pool.run(jobs, progress=True)
+    out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
+    out["timing"]["programs_judged"] = len(jobs)
+
+    judged = {key: mbpp_mod.verdict_record(args.benchmark, tasks[key[0]], r) for key, r in zip(owner, results)}
+    no_code = {"verdict": "fail", "outcome": "no_code", "error": "no code in the response", "n_passed": 0,
+               "n_tests": 0, "duration_s": 0.0}
+    if args.benchmark == "mbppplus":
+        no_code.update(base_verdict="fail", plus_verdict="fail")
+    tasks_out = []
+    for i, task in enumerate(tasks):
+        samples = []
+        for j, program in enumerate(programs[i]):
+            rec = dict(judged.get((i, j), no_code))
+            samples.append({"completion": completions[i][j], "program": program, "finish_reason": finish[i][j], **rec})
+        n_correct = sum(s["verdict"] == "pass" for s in samples)
+        first = samples[0]
+        entry = {"task_id": task.task_id, "prompt": prompts[i], "completion": first["completion"],
+                 "program": first["program"], "verdict": first["verdict"], "outcome": first["outcome"],
+                 "error": first["error"], "n": len(samples), "n_correct": n_correct,
+                 "pass@1": pass_at_k(len(samples), n_correct, 1), "samples": samples}
+        if args.benchmark == "mbppplus":
+            entry["base_verdict"] = first["base_verdict"]
+        tasks_out.append(entry)
+    out["tasks"] = tasks_out
+    out["scores"] = _scores_code(args.benchmark, tasks_out, args.n)
+    out["outcomes"] = _count(s["outcome"] for t in tasks_out for s in t["samples"])
+    return out
+
+
+def _count(values) -> dict:
+    counts: dict = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+# ------------------------------------------------------------------ robotics / RoboEval
+
+ROBO_TABLE_LABELS = {"python_error": "Python error", "robot_error": "robot-execution error",
+                     "task_failure": "task failure", "success": "success"}
+
+
+def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
+    import robosim
+
+    model, tokenizer, model_name = load_model(args)
+    out["model"] = model_name
+    gens, timing = sample(args, model, tokenizer, prompts, list(robosim.STOP_STRINGS))
+    out["timing"].update(timing)
+    return [[g.completion for g in gens[i * args.n:(i + 1) * args.n]] for i in range(len(prompts))]
+
+
+def evaluate_robotics(args, out: dict) -> dict:
+    """densecode's held-out robotics split, judged on every world of each task."""
+    import robosim
+    from robosim.roboeval import table_class
+
+    split = args.split if args.split in ("test", "validation", "train") else "test"
+    n_tasks = args.tasks or args.limit or 100
+    tasks = robosim.generate_tasks(split=split, n=n_tasks, seed=args.seed)
+    timeout = args.timeout or 1.0
+    out["settings"].update(split=split, tasks=len(tasks), timeout_s=timeout)
+    prompts = [t.prompt for t in tasks]
+    if args.canonical:
+        bodies = [[t.reference] for t in tasks]
+        out["model"] = "reference programs"
+    else:
+        bodies = _robo_bodies(args, prompts, out)
+    flat_programs = [robosim.tasks.program_from_body(b) for bs in bodies for b in bs]
+    flat_tasks = [t for t, bs in zip(tasks, bodies) for _ in bs]
+    start = time.perf_counter()
+    outcomes = robosim.evaluate(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
+    out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
+    tasks_out, k = [], 0
+    for task, bs in zip(tasks, bodies):
+        samples = []
+        for body in bs:
+            o = outcomes[k]
+            k += 1
+            samples.append({"completion": body, "program": robosim.tasks.program_from_body(body),
+                            "verdict": "pass" if o.success else "fail", "outcome": o.outcome,
+                            "error": _robo_error(o.error), "table_class": table_class(o.outcome)})
+        n_correct = sum(s["verdict"] == "pass" for s in samples)
+        tasks_out.append({"task_id": task.task_id, "family": task.family, "prompt": task.prompt,
+                          "completion": samples[0]["completion"], "verdict": samples[0]["verdict"],
+                          "outcome": samples[0]["outcome"], "error": samples[0]["error"], "n": len(samples),
+                          "n_correct": n_correct, "pass@1": pass_at_k(len(samples), n_correct, 1),
+                          "samples": samples})
+    all_samples = [s for t in tasks_out for s in t["samples"]]
+    summary = robosim.summarize(outcomes)
+    out["tasks"] = tasks_out
+    from densecode.eval.passk import ks_for
+
+    counts = [t["n"] for t in tasks_out]
+    correct = [t["n_correct"] for t in tasks_out]
+    out["scores"] = {f"success pass@{k}": round(mean_pass_at_k(counts, correct, k), 4) for k in ks_for(args.n)}
+    out["scores"].update({"parses": round(summary["parses"], 4), "no Python error": round(summary["no_python_error"], 4),
+                          "no robot error": round(summary["no_robot_error"], 4), "tasks": len(tasks_out)})
+    out["outcomes"] = _count(s["outcome"] for s in all_samples)
+    # Per task, the paper's columns averaged over samples (sums to the number of tasks).
+    out["breakdown"] = {label: round(sum(sum(s["table_class"] == cls for s in t["samples"]) / t["n"]
+                                         for t in tasks_out), 2)
+                        for cls, label in ROBO_TABLE_LABELS.items()}
+    out["breakdown_total"] = len(tasks_out)
+    return out
+
+
+def _robo_error(error: dict | None) -> str | None:
+    if not error:
+        return None
+    kind = error.get("kind", "")
+    what = error.get("type") or error.get("call") or ""
+    line = f" (line {error['line']})" if error.get("line") else ""
+    return f"{kind} {what}: {error.get('message', '')}{line}".strip()[:500]
+
+
+def evaluate_roboeval_benchmark(args, out: dict) -> dict:
+    """The user's RoboEval copy: 80 prompts, per-prompt pass@1 and the paper's error breakdown."""
+    if args.data is None:
+        raise DensecodeError(
+            "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with the "
+            "benchmark/tasks directory of your own RoboEval (CodeBotler) checkout"
+        )
+    from robosim.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
+
+    tasks = load_roboeval(args.data)
+    entries = roboeval_prompts(tasks)
+    if args.limit is not None:
+        entries = entries[: args.limit]
+    if args.canonical:
+        raise DensecodeError("--canonical: RoboEval ships no reference programs; evaluate a model instead")
+    bodies = _robo_bodies(args, [e["prompt"] for e in entries], out)
+    timeout = args.timeout or 1.0
+    out["settings"].update(tasks=len({e["task"] for e in entries}), prompts=len(entries), timeout_s=timeout)
+    start = time.perf_counter()
+    report = evaluate_roboeval(tasks, {e["key"]: bs for e, bs in zip(entries, bodies)}, timeout_s=timeout)
+    out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
+    by_key = {p["key"]: p for p in report["per_prompt"]}
+    tasks_out = []
+    for entry, bs in zip(entries, bodies):
+        p = by_key[entry["key"]]
+        samples = [{"completion": b, "verdict": "pass" if s["outcome"] == "success" else "fail",
+                    "outcome": s["outcome"], "error": _robo_error(s["error"]), "states": s["states"]}
+                   for b, s in zip(bs, p["samples"])]
+        n_correct = sum(s["verdict"] == "pass" for s in samples)
+        tasks_out.append({"task_id": entry["key"], "prompt": entry["prompt"], "completion": samples[0]["completion"],
+                          "verdict": samples[0]["verdict"], "outcome": samples[0]["outcome"],
+                          "error": samples[0]["error"], "n": len(samples), "n_correct": n_correct,
+                          "pass@1": p["pass@1"], "samples": samples})
+    out["tasks"] = tasks_out
+    out["scores"] = {"pass@1": round(report["pass@1"], 4), "successes": round(report["successes"], 2),
+                     "prompts": report["n_prompts"], "tasks": report["n_tasks"]}
+    out["outcomes"] = report["outcomes"]
+    out["breakdown"] = {label: round(report["breakdown"][cls], 2) for cls, label in ROBO_TABLE_LABELS.items()}
+    out["breakdown_total"] = report["n_prompts"]
+    return out
+
+
+# ------------------------------------------------------------------ command
+
+
+def _validate(args) -> None:
+    if args.n < 1:
+        raise DensecodeError(f"--n must be >= 1 (got {args.n})")
+    if args.limit is not None and args.limit < 1:
+        raise DensecodeError(f"--limit must be >= 1 (got {args.limit})")
+    if args.max_new_tokens < 1:
+        raise DensecodeError(f"--max-new-tokens must be >= 1 (got {args.max_new_tokens})")
+    if args.temperature < 0:
+        raise DensecodeError(f"--temperature must be >= 0 (got {args.temperature})")
+    if args.few_shot < 0:
+        raise DensecodeError(f"--few-shot must be >= 0 (got {args.few_shot})")
+    if args.timeout is not None and args.timeout <= 0:
+        raise DensecodeError(f"--timeout must be > 0 seconds (got {args.timeout})")
+    if args.canonical and args.n != 1:
+        raise DensecodeError("--canonical judges one reference per task: drop --n")
+    if args.n > 1 and args.temperature == 0:
+        log.warning("--n %d with --temperature 0: greedy samples are identical, so pass@k = pass@1; "
+                    "use e.g. --temperature 0.8 for pass@k", args.n)
+    if args.benchmark in ("mbpp", "mbppplus") and args.data is not None and not Path(args.data).exists():
+        raise DensecodeError(f"--data {args.data}: no such file (pass the {args.benchmark} .jsonl file)")
+
+
+def evaluate(args) -> dict:
+    """Run the benchmark described by parsed `args`; return the results dict (not yet written)."""
+    _validate(args)
+    out = {
+        "benchmark": args.benchmark,
+        "model": args.model,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "command": "densecode eval " + " ".join(shlex.quote(a) for a in getattr(args, "argv", []) or []),
+        "settings": {"data": args.data, "split": args.split, "n": args.n, "temperature": args.temperature,
+                     "max_new_tokens": args.max_new_tokens, "few_shot": args.few_shot, "limit": args.limit,
+                     "canonical": args.canonical, "grammar": args.grammar, "seed": args.seed},
+        "timing": {},
+    }
+    start = time.perf_counter()
+    if args.benchmark in ("mbpp", "mbppplus"):
+        evaluate_code(args, out)
+    elif args.benchmark == "robotics":
+        evaluate_robotics(args, out)
+    else:
+        evaluate_roboeval_benchmark(args, out)
+    out["timing"]["total_s"] = round(time.perf_counter() - start, 2)
+    return out
+
+
+def run(args) -> int:
+    if not getattr(args, "argv", None):
+        args.argv = sys.argv[2:] if len(sys.argv) > 2 and sys.argv[1] == "eval" else []
+    out_dir = Path(args.out or f"runs/eval/{args.benchmark}")
+    results = evaluate(args)
+    paths = write_run(out_dir, results)
+    print()
+    for key, value in results["scores"].items():
+        print(f"{key:>32}: {value}")
+    if results.get("breakdown"):
+        print("  breakdown: " + ", ".join(f"{k} {v}" for k, v in results["breakdown"].items()))
+    print(f"wrote {paths['results']}, {paths['report']}, {paths['chart']}")
+    return 0
