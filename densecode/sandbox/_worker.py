@@ -40,7 +40,7 @@ GRACE_S = 0.5
 class _LineReader:
     def __init__(self, fd: int):
         self.fd = fd
-        self.buf = b""
+        self.buf = bytearray()  # amortised O(1) appends: a child may send megabytes without a newline
         self.eof = False
 
     def read_available(self) -> list[bytes]:
@@ -51,8 +51,12 @@ class _LineReader:
         if not chunk:
             self.eof = True
             return []
+        if b"\n" not in chunk:
+            self.buf += chunk
+            return []
         self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
+        *lines, rest = bytes(self.buf).split(b"\n")
+        self.buf = bytearray(rest)
         return lines
 
 
