@@ -291,7 +291,9 @@ def _sample_html(k: int, rec: dict, scale: float, comps: list[str]) -> tuple[str
             where = ""
             if d.get("span"):
                 a0, b0 = d["span"]
-                where = f" at <code>{html.escape(resp[a0:b0][:60])}</code>"
+                piece = resp[a0:b0]
+                shown_piece = repr(piece) if not piece.strip() else piece[:60]
+                where = f" at <code>{html.escape(shown_piece)}</code>"
             elif tok is None:
                 where = ""
             cls = "neg" if (d.get("value") or 0) < 0 else "pos"

@@ -91,9 +91,13 @@ def node_range(program: str, tree, start: int, end: int, cb: CharBytes | None = 
     """Char range and type of the smallest tree-sitter node enclosing program chars [start, end)."""
     if end <= start or tree is None:
         return start, end, "point"
+    if not program[start:end].strip():
+        # Whitespace diagnostics (W191 tabs, W291 trailing spaces) concern the whitespace
+        # itself; its enclosing node would be a whole block.
+        return start, end, "whitespace"
     cb = cb or CharBytes(program)
     node = tree.root_node.descendant_for_byte_range(cb.to_byte(start), cb.to_byte(end))
-    if node is None or node.type in ("module", "ERROR") or node.parent is None:
+    if node is None or node.type in ("module", "block", "ERROR") or node.parent is None:
         return start, end, "ruff-range"
     return cb.to_char(node.start_byte), cb.to_char(node.end_byte), node.type
 

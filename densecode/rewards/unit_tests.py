@@ -8,7 +8,7 @@ FunctionCallJob. Then, on code tokens only (prose gets nothing):
 - none pass → `fail_penalty` (reference -0.3) on every code token;
 - an uncaught exception located in the program (`error_line`, 1-based) → an extra
   `exception_penalty` on that line's tokens (a line inside the prompt prefix
-  reaches no token);
+  reaches no token; syntax errors are left to the `syntax` component);
 - a response without any code → `fail_penalty` on its last token.
 Tasks without tests give zeros (`info["has_tests"] = 0`).
 """
@@ -109,7 +109,8 @@ class TestsComponent(RewardComponent):
                             n_passed=n_passed, n_tests=n_tests, outcome=outcome))
         line = getattr(res, "error_line", None)
         exc_type = getattr(res, "exc_type", None)
-        if line and self.exception_penalty:
+        # Syntax errors are the syntax component's to punish (they would count twice here).
+        if line and self.exception_penalty and exc_type not in ("SyntaxError", "IndentationError", "TabError"):
             rng = pmap.line_to_response(int(line))
             tokens = sample.tokens_in_range(*rng) if rng else []
             if tokens:

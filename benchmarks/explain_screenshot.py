@@ -1,0 +1,100 @@
+"""Render a reward-explorer page for MBPP samples and screenshot it in headless Chromium.
+
+    .venv/bin/python benchmarks/explain_screenshot.py --out-dir runs/explain-demo
+
+Builds 8 code-domain samples (MBPP reference solutions and syntax / lint / wrong /
+exception mutations, chat- and completion-style), scores them with the real
+assembler (sandboxed tests, Ruff, Python parser, DFG), writes rollouts.jsonl with
+`write_rollouts`, runs `densecode explain`, and takes a PNG with Debian's chromium
+(`apt-get install -y chromium`). Look at the PNG: the page must show the summary
+table, coloured tokens, and the diagnostics under each sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MBPP = ROOT.parent / "shared" / "data" / "mbpp" / "mbpp.jsonl"
+
+
+def load_tokenizer(model: str | None):
+    from transformers import AutoTokenizer
+
+    if model:
+        from densecode.models import resolve_model_path
+
+        return AutoTokenizer.from_pretrained(resolve_model_path(model))
+    from densecode.testing import make_tiny_model
+
+    path = make_tiny_model(Path(tempfile.mkdtemp(prefix="densecode-tok-")))
+    return AutoTokenizer.from_pretrained(path)
+
+
+def chromium_binary() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit("chromium not found: install it with `apt-get update && apt-get install -y chromium`")
+
+
+def screenshot(html_path: Path, png_path: Path, width: int, height: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="densecode-chromium-") as profile:
+        cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+               "--hide-scrollbars", f"--screenshot={png_path}", f"--window-size={width},{height}",
+               html_path.resolve().as_uri()]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0 or not png_path.is_file():
+            sys.exit(f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", default="runs/explain-demo")
+    parser.add_argument("--model", default=None, help="tokenizer source (default: a tiny test tokenizer)")
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=2400)
+    args = parser.parse_args()
+    if not MBPP.is_file():
+        sys.exit(f"MBPP not found at {MBPP} (expected ../shared/data beside the repo)")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    from densecode.cli import main as densecode_main
+    from densecode.config import RewardConfig
+    from densecode.rewards import build_assembler, make_sample
+    from densecode.rewards.explain import write_rollouts
+    from densecode.rewards.mutations import load_mbpp, mbpp_workload
+
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = load_tokenizer(args.model)
+    items = mbpp_workload(load_mbpp(MBPP)[1:40], args.n, seed=3)
+    samples = [make_sample(it["prompt"], tok(it["response"], add_special_tokens=False)["input_ids"], tok, it["task"])
+               for it in items]
+    # No policy log-probs here, so no KL term; everything else as the reference code weights.
+    assembler = build_assembler(RewardConfig(weights={"kl": 0.0}), "code")
+    batch = assembler(samples)
+    rollouts = write_rollouts(out / "rollouts.jsonl", samples, batch, step=0, append=False)
+    html_path = out / "report.html"
+    code = densecode_main(["explain", "--in", str(rollouts), "--out", str(html_path),
+                           "--title", "densecode reward explorer — MBPP demo"])
+    if code != 0:
+        return code
+    png = out / "report.png"
+    screenshot(html_path, png, args.width, args.height)
+    kinds = ", ".join(f"{i}:{it['kind']}" for i, it in enumerate(items))
+    print(f"wrote {html_path} and {png} (samples {kinds})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

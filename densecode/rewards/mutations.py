@@ -1,0 +1,81 @@
+"""Realistic reward workloads from MBPP: reference solutions and broken variants.
+
+Used by `benchmarks/reward_throughput.py` and `benchmarks/explain_screenshot.py`:
+each MBPP task gives a chat-style or completion-style sample whose code is the
+reference solution or a mutation of it with a known kind of fault:
+- `syntax`: the colon of the first block opener removed;
+- `lint`: an unused import, a star-less `eval` and an ambiguous name added;
+- `wrong`: the last `return` returns None instead (wrong answers);
+- `exception`: `1 / 0` inserted as the body's first line (a located runtime error).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+KINDS = ("reference", "syntax", "lint", "wrong", "exception")
+
+
+def load_mbpp(path: str | Path) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _body_indent(lines: list[str], def_index: int) -> str:
+    for line in lines[def_index + 1:]:
+        if line.strip():
+            return line[: len(line) - len(line.lstrip())]
+    return "    "
+
+
+def mutate(code: str, kind: str) -> str:
+    code = code.replace("\r\n", "\n")
+    lines = code.split("\n")
+    def_index = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("def ")), 0)
+    if kind == "reference":
+        return code
+    if kind == "syntax":
+        for i, ln in enumerate(lines):
+            if ln.rstrip().endswith(":"):
+                lines[i] = ln.rstrip()[:-1]
+                return "\n".join(lines)
+        return code + "\n)"
+    if kind == "lint":
+        indent = _body_indent(lines, def_index)
+        lines.insert(def_index + 1, f"{indent}l = eval('0')")
+        return "import os\n" + "\n".join(lines)
+    if kind == "wrong":
+        for i in range(len(lines) - 1, def_index, -1):
+            m = re.match(r"^(\s*)return\b", lines[i])
+            if m:
+                lines[i] = f"{m.group(1)}return None"
+                return "\n".join(lines)
+        return "\n".join(lines + ["    return None"])
+    if kind == "exception":
+        indent = _body_indent(lines, def_index)
+        lines.insert(def_index + 1, f"{indent}ratio = 1 / 0")
+        return "\n".join(lines)
+    raise ValueError(f"unknown mutation kind {kind!r}")
+
+
+def mbpp_workload(rows: list[dict], n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS) -> list[dict]:
+    """n items {prompt, response, task, kind}: half chat-style (fenced), half completion-style."""
+    rng = random.Random(seed)
+    items = []
+    for k in range(n):
+        row = rows[k % len(rows)]
+        kind = kinds[k % len(kinds)]
+        code = mutate(row["code"], kind)
+        task = {"task_id": row["task_id"], "tests": list(row["test_list"]), "setup": row.get("test_setup_code", ""),
+                "reference": row["code"].replace("\r\n", "\n")}
+        if rng.random() < 0.5:
+            prompt = f"{row['text']}\nYour code should pass this test:\n{row['test_list'][0]}\n"
+            response = f"Here is a solution:\n```python\n{code}\n```\nIt returns the required value."
+        else:
+            prompt = f'"""{row["text"]}"""\n```python\n'
+            response = f"{code}\n```"
+        items.append({"prompt": prompt, "response": response, "task": task, "kind": kind})
+    return items
