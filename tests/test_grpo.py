@@ -413,3 +413,13 @@ def test_algorithm_state_roundtrips_through_json():
     b.load_state_dict(json.loads(json.dumps(a.state_dict())))
     assert list(b.controller.history) == [0.9, 0.8] and b.controller.stage == 0
     assert torch.equal(torch.rand(4, generator=a._generator), torch.rand(4, generator=b._generator))
+
+
+def test_bad_grpo_settings_are_clear_cli_errors(capsys, tiny_model_dir, tmp_path):
+    from densecode.cli import main
+
+    common = ["train", "--config", "robotics-grpo", "--model", str(tiny_model_dir), "--no-progress"]
+    rc = main(common + ["--output-dir", str(tmp_path / "a"), "--set", "algo.temperature_schedule={stages: [1.2, 0.6]}"])
+    assert rc == 2 and "must not decrease" in capsys.readouterr().err
+    rc = main(common + ["--output-dir", str(tmp_path / "b"), "--set", "algo.group_size=1"])
+    assert rc == 2 and "group_size must be >= 2" in capsys.readouterr().err

@@ -400,25 +400,30 @@ class GRPOAlgorithm:
     def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> "GRPOAlgorithm":
         from densecode.rl.temperature import TemperatureController
 
-        # {} means MicroCoder's defaults; a one-stage schedule is a fixed temperature.
-        controller = TemperatureController.from_config(dict(algo_cfg.temperature_schedule or {}))
-        return cls(
-            group_size=algo_cfg.group_size,
-            clip_eps=algo_cfg.clip_eps,
-            clip_eps_high=algo_cfg.grpo_clip_eps_high,
-            kl_coef=algo_cfg.grpo_kl_coef,
-            loss_aggregation=algo_cfg.loss_aggregation,
-            truncation_masking=algo_cfg.truncation_masking,
-            truncation_rho=algo_cfg.truncation_rho,
-            repetition_window=algo_cfg.repetition_window,
-            dense_in_grpo=algo_cfg.dense_in_grpo,
-            dense_in_grpo_scale=algo_cfg.dense_in_grpo_scale,
-            dense_components=tuple(algo_cfg.dense_in_grpo_components),
-            sequence_reward=algo_cfg.grpo_sequence_reward,
-            temperature=gen_cfg.temperature,
-            controller=controller,
-            seed=seed,
-        )
+        try:
+            # {} means MicroCoder's defaults; a one-stage schedule is a fixed temperature.
+            controller = TemperatureController.from_config(dict(algo_cfg.temperature_schedule or {}))
+            return cls(
+                group_size=algo_cfg.group_size,
+                clip_eps=algo_cfg.clip_eps,
+                clip_eps_high=algo_cfg.grpo_clip_eps_high,
+                kl_coef=algo_cfg.grpo_kl_coef,
+                loss_aggregation=algo_cfg.loss_aggregation,
+                truncation_masking=algo_cfg.truncation_masking,
+                truncation_rho=algo_cfg.truncation_rho,
+                repetition_window=algo_cfg.repetition_window,
+                dense_in_grpo=algo_cfg.dense_in_grpo,
+                dense_in_grpo_scale=algo_cfg.dense_in_grpo_scale,
+                dense_components=tuple(algo_cfg.dense_in_grpo_components),
+                sequence_reward=algo_cfg.grpo_sequence_reward,
+                temperature=gen_cfg.temperature,
+                controller=controller,
+                seed=seed,
+            )
+        except (ValueError, TypeError) as exc:
+            from densecode.errors import DensecodeError
+
+            raise DensecodeError(f"GRPO settings (algo.*): {exc}") from None
 
     def sampling_temperature(self, step: int) -> float:
         return self.controller.temperature_for_step(step) if self.controller is not None else self.temperature
