@@ -129,3 +129,22 @@ def test_task_round_trips_through_json():
     assert minimal.prompt == format_prompt("Say hi.") and minimal.worlds == []
     with pytest.raises(ValueError, match="instruction"):
         RoboTask.from_dict({"task_id": "x"})
+
+
+def test_references_pass_through_the_sandboxed_runner():
+    """The shipped path (sandbox + API bridge) agrees with the in-process driver: 2 tasks per family."""
+    from robosim import evaluate, summarize
+
+    tasks = generate_tasks("validation", n=2 * len(FAMILIES), seed=3)
+    outcomes = evaluate([t.program for t in tasks], tasks)
+    assert [o.outcome for o in outcomes] == ["success"] * len(tasks)
+    assert summarize(outcomes)["success"] == 1.0 and outcomes.summary()["n"] == len(tasks)
+
+
+def test_references_run_clean_in_dynamic_worlds():
+    """Angelic training worlds must not punish a correct program: every draw runs cleanly."""
+    from robosim import RoboSimBackend
+
+    tasks = generate_tasks("test", n=len(FAMILIES), seed=5)
+    feedback = RoboSimBackend(mode="dynamic", n_runs=3).evaluate([t.program for t in tasks], [t.to_dict() for t in tasks])
+    assert [(t.family, f.score) for t, f in zip(tasks, feedback) if f.score < 1.0] == []

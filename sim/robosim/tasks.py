@@ -895,7 +895,16 @@ def make_task(family: str, rng: random.Random, task_id: str = "", split: str = "
     phrasings, params, body, worlds, checks = FAMILIES[family](_Gen(rng))
     instruction = rng.choice(phrasings).format(**params)
     rooms = worlds[0]["state"]["rooms"]
-    dynamic = {"rooms": list(rooms), "robot": worlds[0]["state"]["robot"]}
+    # objects of the first world are known facts of the dynamic world (a storage room
+    # keeps its spares); everything else is invented as the program asks
+    stock: dict[tuple[str, str], int] = {}
+    for label, room in worlds[0]["state"]["objects"]:
+        stock[(room, label)] = stock.get((room, label), 0) + 1
+    dynamic = {
+        "rooms": list(rooms),
+        "robot": worlds[0]["state"]["robot"],
+        "known": [[room, label, count] for (room, label), count in stock.items()],
+    }
     if any(w["timeout"] for w in worlds):
         dynamic["expects_timeout"] = True  # "keep checking until ...": running until stopped is normal
     return RoboTask(
