@@ -225,3 +225,19 @@ def test_backend_scores_and_line_penalties():
                          '        pick("apple")\n'], [task])
     assert 0 <= fb.score < 1 and fb.line_penalties[0][0] == 4
     assert fb.line_penalties[0][1] == pytest.approx(-(5 - fb.info["clean_runs"]) / 5)
+
+
+def test_oversized_arguments_are_refused_cheaply():
+    import time
+
+    w = tea_world()
+    start = time.perf_counter()
+    with pytest.raises(RobotError, match="longer than"):
+        w.call("say", ["apple " * 100000])
+    with pytest.raises(RobotError, match="list argument"):
+        w.call("ask", ["x", "q", ["a"] * 1000])
+    from robosim.checks import judge_check, words_re
+
+    long_say = [TraceElement("Say", "x" * 1999)]
+    assert not judge_check({"op": "exists", "el": ["Say", words_re("apple", "kitchen")]}, long_say, w, "start_loc")
+    assert time.perf_counter() - start < 1.0

@@ -32,7 +32,8 @@ def el(kind: str, value1: str | None = None, value2: str | None = None) -> list:
 
 def words_re(*words: str) -> str:
     """Regex matching a text that contains every word (in any order), case-insensitively."""
-    return "".join(rf"(?=.*\b{re.escape(w)}\b)" for w in words) + ".*"
+    # anchored: an unanchored search would retry the lookaheads at every position (quadratic)
+    return "^" + "".join(rf"(?=.*\b{re.escape(w)}\b)" for w in words) + ".*"
 
 
 def any_re(*alternatives: str) -> str:

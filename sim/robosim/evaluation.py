@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from densecode.errors import DensecodeError
 from robosim.runner import OUTCOMES, SEVERITY, RunResult, run_programs, world_runs
 from robosim.tasks import PROGRAM_HEADER, RoboTask
 
@@ -75,7 +76,11 @@ def evaluate(
         raise ValueError(f"{len(programs)} programs for {len(tasks)} tasks; pass one program per task")
     jobs, owner = [], []
     for i, (program, task) in enumerate(zip(programs, tasks)):
-        for run in world_runs(task_dict(task), mode=mode, n_dynamic=n_dynamic, seed=seed):
+        try:
+            runs = world_runs(task_dict(task), mode=mode, n_dynamic=n_dynamic, seed=seed)
+        except ValueError as exc:
+            raise DensecodeError(f"cannot evaluate on this robotics task: {exc}") from None
+        for run in runs:
             jobs.append((as_program(program), run))
             owner.append(i)
     results = run_programs(jobs, pool=pool, timeout_s=timeout_s, max_calls=max_calls)

@@ -40,6 +40,8 @@ API_PARAMS = {
     "place": ("obj",),
 }
 TRACE_NAMES = {"go_to": "GoTo", "is_in_room": "CheckEntity", "ask": "Ask", "say": "Say", "pick": "Pick", "place": "Place"}
+MAX_ARG_CHARS = 2000
+MAX_OPTIONS = 100
 # Queries that mean "any person" (is_in_room("person"), ask("someone", ...)).
 PERSON_WORDS = ("person", "people", "someone", "somebody", "anyone", "anybody", "human", "individual", "occupant")
 
@@ -68,6 +70,13 @@ def bind_args(name: str, args: list | tuple, kwargs: dict | None = None) -> list
         args.append(kwargs.pop(p))
     if kwargs:
         raise RobotError(name, f"{name}() got unexpected keyword argument(s) {sorted(kwargs)}")
+    for value in args:
+        # bounds keep regex matching in the trusted process cheap whatever the program sends
+        if isinstance(value, str) and len(value) > MAX_ARG_CHARS:
+            raise RobotError(name, f"a string argument longer than {MAX_ARG_CHARS} characters")
+        if isinstance(value, list) and (len(value) > MAX_OPTIONS or any(
+                isinstance(v, str) and len(v) > MAX_ARG_CHARS for v in value)):
+            raise RobotError(name, f"a list argument over {MAX_OPTIONS} items or with over-long strings")
     return args
 
 
