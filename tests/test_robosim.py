@@ -241,3 +241,12 @@ def test_oversized_arguments_are_refused_cheaply():
     long_say = [TraceElement("Say", "x" * 1999)]
     assert not judge_check({"op": "exists", "el": ["Say", words_re("apple", "kitchen")]}, long_say, w, "start_loc")
     assert time.perf_counter() - start < 1.0
+
+
+def test_runs_never_mutate_the_world_spec():
+    spec = {"rooms": ["lab"], "objects": [["cup", "lab"]], "people": [[".*", "lab", ["a", "b"]]], "robot": "lab"}
+    for _ in range(2):
+        w = World.from_dict(spec)
+        assert w.ask("x", "q", ["a", "b"]) == "a"
+        w.pick("cup")
+    assert spec["people"][0][2] == ["a", "b"] and spec["objects"] == [["cup", "lab"]]
