@@ -63,7 +63,19 @@ def test_assert_split_keeps_expected_out_of_the_child():
     t = split_test("assert set(similar((3, 4), (4, 5))) == set((4,))")
     assert t.probes == ["similar((3, 4), (4, 5))"]
     t = split_test("assert f(x)[0].upper() == 'A'")
-    assert t.probes == ["f(x)"]
+    assert t.probes == ["f(x)[0].upper()"]  # a method of a candidate value runs in the child, its result comes back
+    t = split_test("assert 'abc'.upper() == f(1).lower()")
+    assert t.probes == ["f(1).lower()"]
+    t = split_test("assert sum(f(1)) == 3", shadowed=frozenset({"sum"}))
+    assert t.probes == ["sum(f(1))"]
+
+
+def test_program_names_shadow_builtins_in_tests(pool):
+    # MBPP task 126 defines its own `sum`; task 596 compares with sys.getsizeof.
+    code = "import sys\ndef sum(a, b):\n    return a * b\ndef size(t):\n    return sys.getsizeof(t)\n"
+    tests = ["assert sum(3, 4) == 12", "assert size((1, 'a')) == sys.getsizeof((1, 'a'))", "assert math.floor(sum(2, 2.5)) == 5"]
+    [r] = pool.run([AssertJob(code, tests)])
+    assert r.outcome == "passed", r
 
 
 def test_assert_job_counts_each_assert(pool):

@@ -240,10 +240,16 @@ REWARD_HACKS = {
         "    return None\n"
     ),
     "monkeypatch_isclose": "import math\nmath.isclose = lambda *a, **k: True\ndef f(x):\n    return 0.0\n",
+    "monkeypatch_numpy": (
+        "import numpy as np\n"
+        "np.allclose = lambda *a, **k: True\n"
+        "np.ndarray.__eq__ = lambda *a: True\n"
+        "def f(x):\n    return np.float64(-1.0)\n"
+    ),
 }
 # Distinctive numbers, so that no constant in the harness's own code can match them by chance.
 HACK_TESTS = ["assert math.isclose(f(10.5), 11.5)", "assert f(1234) == 1235", "assert sorted([f(771)]) == [772]",
-              "assert isinstance(f(4321), int) and f(4321) == 4322"]
+              "assert isinstance(f(4321), int) and f(4321) == 4322", "assert np.allclose(f(2.5), 3.5)"]
 
 
 def test_reward_hacks_never_pass(pool):

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-import math
+import copy
+import importlib
 from dataclasses import dataclass
 
 SAFE_FUNCTIONS = (
@@ -29,7 +30,8 @@ SAFE_FUNCTIONS = (
 )
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in SAFE_FUNCTIONS}
 SAFE_BUILTINS.update({"True": True, "False": False, "None": None})
-SAFE_MODULES = {"math": math}
+# Module names a test may use; they are the parent's modules, imported on first use.
+SAFE_MODULES = {"math": "math", "cmath": "cmath", "sys": "sys", "np": "numpy", "numpy": "numpy"}
 
 _PLAIN_NODES = (
     ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.BoolOp,
@@ -47,48 +49,71 @@ class SplitTest:
 
 
 class _Splitter(ast.NodeTransformer):
-    def __init__(self):
+    def __init__(self, shadowed: frozenset[str] = frozenset()):
         self.probes: list[str] = []
+        self.shadowed = shadowed  # names the program itself binds: `sum`, `math`, ... mean the program's
 
     def _probe(self, node: ast.AST) -> ast.Name:
         self.probes.append(ast.unparse(node))
         return ast.copy_location(ast.Name(id=f"__p{len(self.probes) - 1}", ctx=ast.Load()), node)
 
-    def _safe_func(self, func: ast.AST) -> bool:
-        if isinstance(func, ast.Name):
-            return func.id in SAFE_FUNCTIONS
-        if isinstance(func, ast.Attribute):
-            if isinstance(func.value, ast.Name) and func.value.id in SAFE_MODULES:
-                return not func.attr.startswith("_")
-            return not func.attr.startswith("_")  # a method of a plain value (the value is split recursively)
-        return False
+    def _is_plain(self, node: ast.AST) -> bool:
+        """True when `node` can be evaluated in the parent without any probe."""
+        trial = _Splitter(self.shadowed)
+        trial.visit(copy.deepcopy(node))
+        return not trial.probes
+
+    def _module(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in SAFE_MODULES and node.id not in self.shadowed
 
     def visit(self, node: ast.AST):
         if isinstance(node, ast.Call):
-            if not self._safe_func(node.func):
-                return self._probe(node)
-            if isinstance(node.func, ast.Attribute) and not (
-                isinstance(node.func.value, ast.Name) and node.func.value.id in SAFE_MODULES
-            ):
-                node.func.value = self.visit(node.func.value)
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in SAFE_FUNCTIONS and func.id not in self.shadowed:
+                pass
+            elif isinstance(func, ast.Attribute) and not func.attr.startswith("_") and self._module(func.value):
+                pass
+            elif isinstance(func, ast.Attribute) and not func.attr.startswith("_") and self._is_plain(func.value):
+                func.value = self.visit(func.value)  # a method of a plain value, e.g. "abc".upper()
+            else:
+                return self._probe(node)  # candidate/setup code, or a method of a candidate object
             node.args = [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
         if isinstance(node, ast.Name):
-            return node if node.id in SAFE_BUILTINS else self._probe(node)
+            return node if node.id in SAFE_BUILTINS and node.id not in self.shadowed else self._probe(node)
         if isinstance(node, ast.Attribute):
-            if isinstance(node.value, ast.Name) and node.value.id in SAFE_MODULES and not node.attr.startswith("_"):
-                return node
             if node.attr.startswith("_"):
                 return self._probe(node)
-            node.value = self.visit(node.value)
-            return node
+            if self._module(node.value) or self._is_plain(node.value):
+                return node
+            return self._probe(node)
         if isinstance(node, _PLAIN_NODES):
             return self.generic_visit(node)
         return self._probe(node)
 
 
-def split_test(source: str) -> SplitTest:
+def bound_names(*sources: str) -> frozenset[str]:
+    """Module-level names a program binds (def, class, import, assignment targets)."""
+    names: set[str] = set()
+    for src in sources:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.alias):
+                name = (node.asname or node.name).split(".")[0]
+                if SAFE_MODULES.get(name) != node.name:  # `import math` binds the real math: not a shadow
+                    names.add(name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return frozenset(names)
+
+
+def split_test(source: str, shadowed: frozenset[str] = frozenset()) -> SplitTest:
     try:
         tree = ast.parse(source.strip())
     except SyntaxError as exc:
@@ -96,7 +121,7 @@ def split_test(source: str) -> SplitTest:
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
         # Not a plain assert: run the statement in the child; it passes iff it raises nothing.
         return SplitTest(source, source.strip(), None)
-    splitter = _Splitter()
+    splitter = _Splitter(shadowed)
     expr = splitter.visit(ast.Expression(body=tree.body[0].test))
     ast.fix_missing_locations(expr)
     return SplitTest(source, splitter.probes, compile(expr, "<check>", "eval"))
@@ -104,7 +129,10 @@ def split_test(source: str) -> SplitTest:
 
 def evaluate_check(test: SplitTest, values: list) -> bool:
     """Run the parent-side check over decoded probe values; any exception means the test failed."""
-    env = {"__builtins__": SAFE_BUILTINS, **SAFE_MODULES}
+    env = {"__builtins__": SAFE_BUILTINS}
+    for name in test.check.co_names:
+        if name in SAFE_MODULES:
+            env[name] = importlib.import_module(SAFE_MODULES[name])
     env.update({f"__p{i}": v for i, v in enumerate(values)})
     result = eval(test.check, env)  # noqa: S307 - dataset test text over plain builtin values
     return bool(result)

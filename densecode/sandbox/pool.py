@@ -351,7 +351,9 @@ class SandboxPool:
             return [plan["assemble"]() for plan in plans]
 
     def _plan_assert(self, job: AssertJob) -> dict:
-        tests = [_asserts.split_test(t) for t in job.tests]
+        # Names the program binds (e.g. its own `sum`) are the program's in the tests, as in plain Python.
+        shadowed = _asserts.bound_names(job.setup, job.code)
+        tests = [_asserts.split_test(t, shadowed) for t in job.tests]
         probes = [t.probes if t.error is None else [] for t in tests]
         unit = self._unit({"mode": "assert", "setup": job.setup, "code": job.code, "probes": probes}, job.timeout_s)
         return {"units": [unit], "assemble": lambda: _assemble_assert(tests, unit.result)}
