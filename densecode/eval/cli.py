@@ -255,6 +255,12 @@ def evaluate_code(args, out: dict) -> dict:
     return out
 
 
+def _int_if_whole(x: float):
+    """Breakdown cells are counts; keep them integers unless n > 1 made them fractional."""
+    x = round(float(x), 2)
+    return int(x) if x.is_integer() else x
+
+
 def _count(values) -> dict:
     counts: dict = {}
     for v in values:
@@ -326,8 +332,8 @@ def evaluate_robotics(args, out: dict) -> dict:
                           "no robot error": round(summary["no_robot_error"], 4), "tasks": len(tasks_out)})
     out["outcomes"] = _count(s["outcome"] for s in all_samples)
     # Per task, the paper's columns averaged over samples (sums to the number of tasks).
-    out["breakdown"] = {label: round(sum(sum(s["table_class"] == cls for s in t["samples"]) / t["n"]
-                                         for t in tasks_out), 2)
+    out["breakdown"] = {label: _int_if_whole(sum(sum(s["table_class"] == cls for s in t["samples"]) / t["n"]
+                                                 for t in tasks_out))
                         for cls, label in ROBO_TABLE_LABELS.items()}
     out["breakdown_total"] = len(tasks_out)
     return out
@@ -376,10 +382,10 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
                           "error": samples[0]["error"], "n": len(samples), "n_correct": n_correct,
                           "pass@1": p["pass@1"], "samples": samples})
     out["tasks"] = tasks_out
-    out["scores"] = {"pass@1": round(report["pass@1"], 4), "successes": round(report["successes"], 2),
+    out["scores"] = {"pass@1": round(report["pass@1"], 4), "successes": _int_if_whole(report["successes"]),
                      "prompts": report["n_prompts"], "tasks": report["n_tasks"]}
     out["outcomes"] = report["outcomes"]
-    out["breakdown"] = {label: round(report["breakdown"][cls], 2) for cls, label in ROBO_TABLE_LABELS.items()}
+    out["breakdown"] = {label: _int_if_whole(report["breakdown"][cls]) for cls, label in ROBO_TABLE_LABELS.items()}
     out["breakdown_total"] = report["n_prompts"]
     return out
 
