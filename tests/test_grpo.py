@@ -418,7 +418,8 @@ def test_algorithm_state_roundtrips_through_json():
 def test_bad_grpo_settings_are_clear_cli_errors(capsys, tiny_model_dir, tmp_path):
     from densecode.cli import main
 
-    common = ["train", "--config", "robotics-grpo", "--model", str(tiny_model_dir), "--no-progress"]
+    common = ["train", "--config", "robotics-grpo", "--model", str(tiny_model_dir), "--no-progress",
+              "--set", "train.num_threads=1"]  # robotics.yaml's 2 threads would stay set for later tests
     rc = main(common + ["--output-dir", str(tmp_path / "a"), "--set", "algo.temperature_schedule={stages: [1.2, 0.6]}"])
     assert rc == 2 and "must not decrease" in capsys.readouterr().err
     rc = main(common + ["--output-dir", str(tmp_path / "b"), "--set", "algo.group_size=1"])

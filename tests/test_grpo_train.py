@@ -31,6 +31,7 @@ def _trainer(tiny_model_dir, tmp_path, overrides):
     from densecode.rl.trainer import Trainer
 
     torch.manual_seed(0)
+    torch.set_num_threads(1)  # an earlier CLI test may have left robotics.yaml's 2 threads set
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     cfg = load_config(None, ["algo.name=grpo", "train.batch_size=4", "algo.group_size=4", "generation.max_new_tokens=12",
