@@ -14,7 +14,8 @@ CURVES = [
     ("ppo/clipfrac", "clipfrac"),
     ("ppo/entropy", "entropy"),
     ("rollout/response_length", "response length (tokens)"),
-    ("rollout/sim_success", "rollout sim score"),
+    ("rollout/sim_score", "rollout sim score"),
+    ("rollout/sim_success", "rollout sim success"),
     ("rollout/test_pass_rate", "rollout test pass rate"),
 ]
 EVAL_KEYS = ["eval/success_rate", "eval/executability", "eval/pass_rate", "eval/parse_rate"]

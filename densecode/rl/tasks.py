@@ -115,6 +115,14 @@ def _robot_metrics(res: Any) -> dict[str, float]:
     for k, v in summary.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out[k] = float(v)
+    # Names shared with the code domain: success rate, and executability = ran with no
+    # Python error and no robot-API error (robosim's cumulative `no_robot_error`).
+    if "success" in out:
+        out["success_rate"] = out["success"]
+    if "no_robot_error" in out:
+        out["executability"] = out["no_robot_error"]
+    if "parses" in out:
+        out["parse_rate"] = out["parses"]
     return out
 
 

@@ -339,13 +339,16 @@ class Trainer:
         outputs = getattr(rb, "outputs", None) or {}
         if "lint" in outputs:
             stats["rollout/lint_violations_per_sample"] = float(np.mean([len(o.diagnostics) for o in outputs["lint"]]))
-        for name in ("tests", "sim"):
-            if name in outputs:
-                scores = [_score_of(o.info) for o in outputs[name]]
-                scores = [s for s in scores if s is not None]
-                if scores:
-                    key = "rollout/test_pass_rate" if name == "tests" else "rollout/sim_success"
-                    stats[key] = float(np.mean(scores))
+        if "tests" in outputs:
+            infos = [o.info for o in outputs["tests"] if o.info.get("has_tests", 1.0)]
+            if infos:
+                stats["rollout/test_pass_rate"] = float(np.mean([i.get("pass_rate", 0.0) for i in infos]))
+                stats["rollout/all_tests_passed"] = float(np.mean([i.get("all_passed", 0.0) for i in infos]))
+        if "sim" in outputs:
+            infos = [o.info for o in outputs["sim"]]
+            stats["rollout/sim_score"] = float(np.mean([i.get("sim_score", 0.0) for i in infos]))
+            if all("runs" in i and "successes" in i for i in infos):
+                stats["rollout/sim_success"] = float(np.mean([i["successes"] / max(i["runs"], 1) for i in infos]))
         if "syntax" in outputs:
             stats["rollout/syntax_error_frac"] = float(
                 np.mean([float(np.any(np.asarray(o.values) < 0)) for o in outputs["syntax"]]))
@@ -549,16 +552,6 @@ class _nullcontext:
 
     def __exit__(self, *exc):
         return False
-
-
-def _score_of(info: dict) -> float | None:
-    for key in ("pass_rate", "success", "score", "clean_frac", "success_rate"):
-        v = info.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-        if isinstance(v, bool):
-            return float(v)
-    return None
 
 
 def _json_default(o):

@@ -1,0 +1,169 @@
+"""densecode's PPO step vs TRL's `PPOTrainer` (the installed 0.20.x), side by side.
+
+Same tiny GPT-2 (densecode.testing.make_tiny_model), same prompts, batch size,
+response length, PPO epochs and minibatches; rounds alternate densecode / TRL in
+one process so machine load hits both alike. Reported: wall time per PPO step
+(rollout + scoring + update; the first step of each round is warm-up and dropped),
+response tokens/s, and the ratio.
+
+What differs by design (printed with the results):
+- TRL scores a finished sequence with a reward *model* (here a tiny GPT-2
+  sequence classifier) and always generates exactly `response_length` tokens;
+  densecode calls a per-token reward function (here a trivial one that costs
+  ~nothing) and stops a row at EOS (rare for a random tiny model: tokens are counted).
+- Value model: TRL always runs a separate critic backbone; densecode is timed with
+  its default shared-backbone head AND with `model.value_model=separate`.
+
+    .venv/bin/python benchmarks/ppo_step_vs_trl.py [--rounds 3 --steps 4 --batch 16 --length 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+PROMPTS = ["def add(a, b):\n", "for room in get_all_rooms():\n", "x = [i * 2 for i in", "class Point:\n",
+           "import math\n", "answer = ask('Alice',", "while True:\n", "d = {'k': 1,"]
+
+
+def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int]]:
+    from datasets import Dataset
+    from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
+                              TrainerCallback)
+    from trl import PPOConfig, PPOTrainer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok.padding_side = "left"
+    torch.manual_seed(0)
+    policy = AutoModelForCausalLM.from_pretrained(model_dir)
+    ref = AutoModelForCausalLM.from_pretrained(model_dir)
+    reward = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1)
+    value = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1)
+    for m in (reward, value):
+        m.config.pad_token_id = tok.pad_token_id
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(args.batch * (args.steps + 1))]
+    ds = Dataset.from_dict({"input_ids": [tok(p)["input_ids"] for p in prompts]})
+    cfg = PPOConfig(
+        output_dir=out_dir, per_device_train_batch_size=args.batch, gradient_accumulation_steps=1,
+        num_mini_batches=args.minibatches, num_ppo_epochs=args.epochs, response_length=args.length,
+        total_episodes=args.batch * args.steps, local_rollout_forward_batch_size=args.batch, temperature=1.0,
+        learning_rate=1e-5, report_to="none", save_strategy="no", logging_steps=1, num_sample_generations=0,
+        stop_token=None, missing_eos_penalty=None, kl_coef=0.05, seed=0, use_cpu=True, bf16=False, fp16=False,
+        dataloader_num_workers=0, disable_tqdm=True,
+    )
+    stamps: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, a, state, control, **kw):
+            stamps.append(time.perf_counter())
+
+    trainer = PPOTrainer(args=cfg, processing_class=tok, model=policy, ref_model=ref, reward_model=reward,
+                         train_dataset=ds, value_model=value, callbacks=[Clock()])
+    start = time.perf_counter()
+    trainer.train()
+    times = np.diff([start] + stamps).tolist()
+    # TRL generates exactly response_length tokens per row.
+    return times, [args.batch * args.length] * len(times)
+
+
+def densecode_steps(model_dir: str, args, out_dir: str, value_model: str) -> tuple[list[float], list[int]]:
+    from densecode.config import load_config
+    from densecode.models import load_model_and_tokenizer
+    from densecode.rl.ppo import PPOAlgorithm
+    from densecode.rl.trainer import Trainer
+
+    cfg = load_config(None, [
+        f"model.name_or_path={model_dir}", f"model.value_model={value_model}", "reward.weights={kl: 0.05}",
+        "reward.code_regions=completion", f"generation.max_new_tokens={args.length}", "generation.top_p=1.0",
+        f"generation.batch_size={args.batch}", f"train.batch_size={args.batch}", "train.lr=1e-5",
+        f"algo.ppo_epochs={args.epochs}", f"algo.num_minibatches={args.minibatches}", "train.eval_every=0",
+        "train.save_every=0", f"train.output_dir={out_dir}",
+    ])
+    torch.manual_seed(0)
+    model, tok = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
+    critic = None
+    if value_model == "separate":
+        critic, _ = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
+
+    class Prompts:
+        def train_batch(self, n, seed):
+            return [PROMPTS[i % len(PROMPTS)] for i in range(n)], [{}] * n
+
+    def reward_fn(samples):  # trivial per-token reward + the KL term, like densecode's kl component
+        total = [np.full(len(s.token_ids), 0.01, np.float32) - 0.05 * (s.logprobs - s.ref_logprobs) for s in samples]
+        return SimpleNamespace(total=total, components={}, outputs={}, stats={})
+
+    tr = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn,
+                 algo=PPOAlgorithm.from_config(cfg.algo, cfg.generation), run_dir=out_dir, critic=critic,
+                 progress=False)
+    times, tokens = [], []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        stats = tr.train_step(step)
+        times.append(time.perf_counter() - t0)
+        tokens.append(int(round(stats["rollout/response_length"] * args.batch)))
+    return times, tokens
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=4, help="PPO steps per round (first one is warm-up)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--length", type=int, default=64, help="response tokens")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--minibatches", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    import trl
+
+    from densecode.testing import make_tiny_model
+
+    results: dict[str, tuple[list[float], list[int]]] = {k: ([], []) for k in
+                                                         ("densecode (shared value head)",
+                                                          "densecode (separate critic)", f"TRL {trl.__version__} PPOTrainer")}
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = str(make_tiny_model(Path(tmp) / "tiny", n_layer=4, n_embd=128, n_head=4))
+        runners = [("densecode (shared value head)", lambda d: densecode_steps(model_dir, args, d, "shared")),
+                   ("densecode (separate critic)", lambda d: densecode_steps(model_dir, args, d, "separate")),
+                   (f"TRL {trl.__version__} PPOTrainer", lambda d: trl_steps(model_dir, args, d))]
+        for r in range(args.rounds):
+            for name, fn in (runners if r % 2 == 0 else runners[::-1]):
+                with tempfile.TemporaryDirectory(dir=tmp) as out:
+                    times, tokens = fn(out)
+                results[name][0].extend(times[1:])
+                results[name][1].extend(tokens[1:])
+                print(f"round {r + 1}: {name}: {statistics.median(times[1:]):.3f} s/step", file=sys.stderr, flush=True)
+    trl_name = [k for k in results if k.startswith("TRL")][0]
+    base = statistics.median(results[trl_name][0])
+    print(f"\nPPO step, tiny GPT-2 (4 layers, d=128), batch {args.batch}, {args.length} response tokens, "
+          f"{args.epochs} epochs x {args.minibatches} minibatch(es), {args.threads} thread(s), "
+          f"{args.rounds} alternating rounds x {args.steps - 1} timed steps")
+    print(f"{'implementation':<34} {'s/step (median)':>16} {'tokens/s':>10} {'speed vs TRL':>13}")
+    for name, (times, tokens) in results.items():
+        med = statistics.median(times)
+        tps = sum(tokens) / sum(times)
+        print(f"{name:<34} {med:>16.3f} {tps:>10.0f} {base / med:>12.2f}x")
+    print("\nnotes: TRL scores with a reward model and always generates the full length; densecode uses a trivial "
+          "per-token reward and stops at EOS (tokens counted as generated).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
