@@ -104,8 +104,6 @@ def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None
     from densecode.rl.tasks import build_task_source
     from densecode.rl.trainer import Trainer
 
-    if cfg.train.num_threads > 0:
-        torch.set_num_threads(cfg.train.num_threads)
     import os
 
     accelerator = accelerator or Accelerator(mixed_precision=cfg.train.mixed_precision)
@@ -138,6 +136,10 @@ def run(args) -> int:
         raise DensecodeError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
                              "or pass another --output-dir")
     trainer = build_trainer(cfg, run_dir, progress=not args.no_progress)
+    if cfg.train.num_threads > 0:
+        import torch
+
+        torch.set_num_threads(cfg.train.num_threads)
     if trainer.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(dump_yaml(cfg))
