@@ -90,13 +90,15 @@ def _delta(a: Any, b: Any) -> str:
     fa, fb = _num(a), _num(b)
     if fa is None or fb is None or math.isnan(fa) or math.isnan(fb):
         return ""
-    d = fb - fa
-    return f"{d:+.3f}" if not float(d).is_integer() else f"{int(d):+d}"
+    if isinstance(a, int) and isinstance(b, int):
+        return f"{b - a:+d}"
+    return f"{fb - fa:+.3f}"
 
 
-def _cmp_rows(a: dict, b: dict) -> list[list[Any]]:
+def _cmp_rows(a: dict, b: dict, missing: Any = "-") -> list[list[Any]]:
+    """Rows [key, A, B, B - A]; counts absent from one run are `missing` there (0 for outcome counts)."""
     keys = list(a) + [k for k in b if k not in a]
-    return [[k, a.get(k, "-"), b.get(k, "-"), _delta(a.get(k), b.get(k))] for k in keys]
+    return [[k, a.get(k, missing), b.get(k, missing), _delta(a.get(k, missing), b.get(k, missing))] for k in keys]
 
 
 def compare_eval(a: dict, b: dict, label_a: str, label_b: str) -> tuple[str, dict]:
@@ -110,9 +112,9 @@ def compare_eval(a: dict, b: dict, label_a: str, label_b: str) -> tuple[str, dic
              "## Scores", "", markdown_table(header, _cmp_rows(a.get("scores", {}), b.get("scores", {})))]
     if a.get("breakdown") or b.get("breakdown"):
         parts += ["", "## Error breakdown", "",
-                  markdown_table(header, _cmp_rows(a.get("breakdown") or {}, b.get("breakdown") or {}))]
+                  markdown_table(header, _cmp_rows(a.get("breakdown") or {}, b.get("breakdown") or {}, 0))]
     parts += ["", "## Outcome classes", "",
-              markdown_table(header, _cmp_rows(a.get("outcomes", {}), b.get("outcomes", {})))]
+              markdown_table(header, _cmp_rows(a.get("outcomes", {}), b.get("outcomes", {}), 0))]
     verdict_a = {str(t["task_id"]): t.get("n_correct", 0) > 0 for t in a.get("tasks", [])}
     verdict_b = {str(t["task_id"]): t.get("n_correct", 0) > 0 for t in b.get("tasks", [])}
     shared = [k for k in verdict_a if k in verdict_b]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"^[ \t]*```+[ \t]*([\w+.#-]*)[^\n]*$", re.MULTILINE)
@@ -65,10 +66,17 @@ def _parsable_prefix(code: str) -> ast.Module | None:
     lines = code.splitlines()
     for end in range(len(lines), 0, -1):
         try:
-            return ast.parse("\n".join(lines[:end]))
+            return parse_quietly("\n".join(lines[:end]))
         except (SyntaxError, ValueError):
             continue
     return None
+
+
+def parse_quietly(code: str) -> ast.Module:
+    """ast.parse without the SyntaxWarnings (invalid escapes) that model and MBPP code is full of."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(code)
 
 
 def _is_main_guard(node: ast.stmt) -> bool:

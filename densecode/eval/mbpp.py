@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from densecode.errors import DensecodeError
+from densecode.eval.extract import parse_quietly
 
 MBPP_SPLITS = {
     "prompt": range(1, 11),
@@ -116,7 +117,7 @@ def _called_names(asserts: list[str]) -> list[str]:
     names = []
     for line in asserts:
         try:
-            tree = ast.parse(line.strip())
+            tree = parse_quietly(line.strip())
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -127,7 +128,7 @@ def _called_names(asserts: list[str]) -> list[str]:
 
 def _defined_names(code: str) -> list[str]:
     try:
-        tree = ast.parse(code)
+        tree = parse_quietly(code)
     except SyntaxError:
         return re.findall(r"^def\s+(\w+)", code, flags=re.MULTILINE)
     return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
