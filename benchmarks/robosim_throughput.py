@@ -104,6 +104,17 @@ def main() -> None:
           f"= {100 * sim_s / run_s:.1f}%; sandbox (process, IPC, program): {100 * (run_s - sim_s) / run_s:.1f}%")
     print(f"per bridged API call: {1e6 * run_s / max(calls, 1):.0f} us of run time, "
           f"{1e6 * sim_s / max(calls, 1):.0f} us in the simulator")
+    # where the sandbox time goes: a run with no calls vs one with 100 calls
+    from robosim.runner import WorldRun
+
+    probe = WorldRun({"rooms": ["a", "b"], "robot": "a"})
+    costs = {}
+    for n_calls in (0, 100):
+        body = "    pass\n" if n_calls == 0 else f"    for _ in range({n_calls}):\n        is_in_room(\"x\")\n"
+        res = run_programs([("def task_program():\n" + body, probe)] * 40, pool=pool, max_calls=1000)
+        costs[n_calls] = sum(r.duration_s for r in res) / len(res)
+    print(f"sandbox cost: {1e3 * costs[0]:.1f} ms per run without calls, "
+          f"{1e3 * (costs[100] - costs[0]) / 100:.2f} ms per bridged call")
     if outcomes["success"] != len(jobs):
         print(f"WARNING: not every reference succeeded: {dict(outcomes)}")
 
