@@ -172,7 +172,7 @@ def test_hostile_suite(pool, host_dir, listener):
     assert pool.stats["workers_replaced"] == replaced_before  # no program took a worker down
     after_desc = _descendants(os.getpid())
     assert after_desc <= before_desc | workers, f"leftover processes: {after_desc - before_desc - workers}"
-    slot_uids = set(range(61000, 61000 + pool.max_workers))
+    slot_uids = set(range(pool.uid_base, pool.uid_base + pool.max_workers))
     assert not [pid for pid, (_, uid) in _process_table().items() if uid in slot_uids]
     assert sorted(p.name for p in host_dir.iterdir()) == ["canary.txt"]
     assert (host_dir / "canary.txt").read_text() == "keep me"

@@ -21,6 +21,7 @@ import json
 import os
 import resource
 import selectors
+import shutil
 import signal
 import sys
 import time
@@ -33,7 +34,7 @@ PRELOAD = (
     "typing", "dataclasses", "array", "cmath", "json", "sys", "os",
 )  # imported once here so each forked program starts with them warm
 
-UID_BASE = 61000  # slot uids used when the pool runs as root (RLIMIT_NPROC needs a non-root uid)
+UID_BASE = 200000  # default; the pool passes its own range so concurrent pools never share a uid
 GRACE_S = 0.5
 
 
@@ -173,7 +174,7 @@ def _enter_child(plan: dict, limits: dict, fds: dict) -> None:
     os.dup2(fds["rep_r"], 4)
     os.closerange(5, 65536)
     if plan["ns"]:
-        if plan["fresh_proc"]:
+        if plan["fresh_proc"] and not plan.get("jail"):
             iso.mount("proc", "/proc", "proc", iso.MS_NOSUID | iso.MS_NODEV | 0x8)  # 0x8 = MS_NOEXEC
         os.chdir("/tmp")
     else:
@@ -248,17 +249,46 @@ def _run_in_a(plan: dict, limits: dict, payload: dict, fds: dict) -> None:
     os._exit(code)
 
 
+def _jail_current_process(plan: dict) -> int:
+    """Fast path (root): put the WORKER itself in its own mount + network namespace and minimal root.
+
+    Done once per worker; each program then only needs a new pid namespace and
+    one fork. Returns an fd of the worker's own pid namespace, used to reset
+    `pid_ns_for_children` after each fork.
+    """
+    pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    iso.unshare(iso.CLONE_NEWNS | iso.CLONE_NEWNET)
+    iso.mount(None, "/", None, iso.MS_REC | iso.MS_PRIVATE)
+    _build_minimal_root(plan, f"size={plan['tmpfs_mb']}m,nr_inodes=4096,mode=1777")
+    return pidns_fd
+
+
+def _clear_tmp() -> None:
+    """Jail mode: /tmp is shared by the worker's consecutive programs, so empty it after each one."""
+    for name in os.listdir("/tmp"):
+        path = "/tmp/" + name
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
 # ---------------------------------------------------------------- one job
 
 
 class Worker:
-    def __init__(self, cmd_in: int, cmd_out: int, slot: int):
+    def __init__(self, cmd_in: int, cmd_out: int, slot: int, uid: int | None = None):
+        self.uid = UID_BASE + slot if uid is None else uid
         self.cmd_in = cmd_in
         self.cmd_out = cmd_out
         self.slot = slot
         self.reader = _LineReader(cmd_in)
         self.pending: list[bytes] = []
         self.current_id = None
+        self.pidns_fd: int | None = None
         self.plan = self._probe()
 
     # -- capability probe: decide once which protections this kernel allows
@@ -267,7 +297,12 @@ class Worker:
         candidates = []
         base = {"tmpfs_mb": 64, "fresh_proc": True, "readonly_root": True, "minimal_root": True, "expose": _exposed_paths()}
         if is_root:
-            candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": UID_BASE + self.slot})
+            jail = {**base, "jail": True, "fresh_proc": False, "ns": True, "userns": False, "netns": True,
+                    "setuid": self.uid}
+            if self._try_jail(jail):
+                self.pidns_fd = _jail_current_process(jail)
+                return jail
+            candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": self.uid})
         candidates.append({**base, "ns": True, "userns": True, "netns": True, "setuid": None})
         if is_root:  # namespaces but the interpreter unreadable by a slot uid: stay uid 0 (NPROC not enforced)
             candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": None})
@@ -282,7 +317,20 @@ class Worker:
                 if self._try_plan(variant):
                     return variant
         return {"ns": False, "userns": False, "netns": False, "readonly_root": False, "fresh_proc": False, "minimal_root": False,
-                "tmpfs_mb": 0, "setuid": UID_BASE + self.slot if is_root else None}
+                "tmpfs_mb": 0, "setuid": self.uid if is_root else None}
+
+    def _try_jail(self, plan: dict) -> bool:
+        """Try the jail in a throw-away fork first: jailing the worker itself cannot be undone."""
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                self.pidns_fd = _jail_current_process(plan)
+                ok = self._try_plan(plan)
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
     def _try_plan(self, plan: dict) -> bool:
         limits = {"memory_mb": 512, "cpu_s": 5, "file_size_mb": 1, "max_procs": 16, "output_bytes": 4096, "timeout_s": 10}
@@ -303,6 +351,8 @@ class Worker:
             "exposed_paths": p.get("expose", []) if p["minimal_root"] else "whole host tree (read-only)",
             "private_tmp": p["ns"],
             "fresh_proc": p["fresh_proc"],
+            "proc_mounted": p["fresh_proc"] or not p["minimal_root"],
+            "fork_path": "jailed worker: one fork per program" if p.get("jail") else "intermediate process per program",
             "uid": p["setuid"] if p["setuid"] is not None else ("mapped user in own user namespace" if p["userns"] else os.getuid()),
             "nproc_limit_enforced": bool(p["setuid"] is not None or p["userns"]),
             "rlimits": ["AS", "CPU", "FSIZE", "NPROC", "NOFILE", "CORE"],
@@ -331,37 +381,78 @@ class Worker:
                 os.chown(workdir, plan["setuid"], plan["setuid"])
             fds["workdir"] = workdir
         start = time.monotonic()
-        pid_a = os.fork()
-        if pid_a == 0:
-            for fd in (out_r, err_r, res_r, rep_w, stat_r, self.cmd_in, self.cmd_out):
-                os.close(fd)
-            _run_in_a(plan, limits, payload, fds)
+        pid_a = pid_b = pidfd = None
+        if plan.get("jail"):
+            pid_b = self._fork_jailed(plan, limits, payload, fds, (out_r, err_r, res_r, rep_w, stat_r))
+            pidfd = os.pidfd_open(pid_b)
+            os.close(stat_r)
+            stat_r = None
+        else:
+            pid_a = os.fork()
+            if pid_a == 0:
+                for fd in (out_r, err_r, res_r, rep_w, stat_r, self.cmd_in, self.cmd_out):
+                    os.close(fd)
+                _run_in_a(plan, limits, payload, fds)
         for key in ("out_w", "err_w", "res_w", "rep_r", "stat_w", "stdin"):
             os.close(fds[key])
         try:
-            return self._supervise(pid_a, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay)
+            return self._supervise(pid_a, pid_b, pidfd, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay)
         finally:
-            for fd in (out_r, err_r, res_r, rep_w, stat_r):
+            for fd in (out_r, err_r, res_r, rep_w, stat_r, pidfd):
                 try:
-                    os.close(fd)
+                    if fd is not None:
+                        os.close(fd)
                 except OSError:
                     pass
-            try:
-                os.waitpid(pid_a, 0)
-            except ChildProcessError:
-                pass
+            for pid in (pid_a, pid_b):
+                if pid is None:
+                    continue
+                try:
+                    if pid == pid_b:
+                        os.kill(pid_b, signal.SIGKILL)  # no-op unless supervision failed midway
+                except ProcessLookupError:
+                    pass
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            if plan.get("jail"):
+                _clear_tmp()
             if workdir is not None:
                 import shutil
 
                 shutil.rmtree(workdir, ignore_errors=True)
 
-    def _kill(self, pid_a: int, pid_b: int | None, plan: dict) -> None:
+    def _fork_jailed(self, plan, limits, payload, fds, parent_fds) -> int:
+        """Jail mode: fork the program straight into a new pid namespace (it becomes its pid 1)."""
+        iso.unshare(iso.CLONE_NEWPID)
+        try:
+            pid_b = os.fork()
+        except BaseException:
+            iso.setns(self.pidns_fd, iso.CLONE_NEWPID)
+            raise
+        if pid_b == 0:
+            try:
+                os.setsid()
+                iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)
+                for fd in parent_fds:
+                    os.close(fd)
+                _enter_child(plan, limits, fds)
+                from densecode.sandbox import _child
+
+                _child.main(payload)
+            finally:
+                os._exit(70)
+        iso.setns(self.pidns_fd, iso.CLONE_NEWPID)  # later forks of the worker stay in its own pid namespace
+        return pid_b
+
+    def _kill(self, pid_a: int | None, pid_b: int | None, plan: dict) -> None:
         if pid_b is not None:
             try:
                 os.kill(pid_b, signal.SIGKILL)  # pid-ns init: the kernel kills the whole namespace
             except ProcessLookupError:
                 pass
-        if not plan["ns"]:
+        if not plan["ns"] and pid_a is not None:
             try:
                 os.killpg(pid_a, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -382,24 +473,28 @@ class Worker:
                 os._exit(0)
         os.waitpid(pid, 0)
 
-    def _supervise(self, pid_a, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay) -> dict:
+    def _supervise(self, pid_a, pid_b, pidfd, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay) -> dict:
         sel = selectors.DefaultSelector()
-        for fd, name in ((out_r, "out"), (err_r, "err"), (res_r, "res"), (stat_r, "stat")):
-            os.set_blocking(fd, False)
+        for fd, name in ((out_r, "out"), (err_r, "err"), (res_r, "res"), (stat_r, "stat"), (pidfd, "pidfd")):
+            if fd is None:
+                continue
+            if name != "pidfd":
+                os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ, name)
         sel.register(self.cmd_in, selectors.EVENT_READ, "cmd")  # kill requests (deadline) and API replies
         streams = {"out": bytearray(), "err": bytearray()}
         res_reader = _LineReader(res_r)
-        stat_reader = _LineReader(stat_r)
+        stat_reader = _LineReader(stat_r) if stat_r is not None else None
         records: list[str] = []
         res_bytes = 0
         res_cap = max(16 << 20, limits["output_bytes"])
         out_cap = limits["output_bytes"]
-        pid_b = None
         status = None
         setup_error = None
         killed = None
-        open_fds = {out_r, err_r, res_r, stat_r}
+        open_fds = {out_r, err_r, res_r}
+        if stat_r is not None:
+            open_fds.add(stat_r)
         deadline = start + limits["timeout_s"]
         drain_until = None
         while True:
@@ -436,6 +531,10 @@ class Worker:
                         os._exit(0)  # parent gone
                     continue
                 fd = key.fd
+                if name == "pidfd":
+                    _, status = os.waitpid(pid_b, 0)
+                    sel.unregister(fd)
+                    continue
                 if name == "stat":
                     for line in stat_reader.read_available():
                         text = line.decode(errors="replace")
@@ -518,7 +617,7 @@ class Worker:
 
 
 def main() -> None:
-    cmd_in, cmd_out, slot = (int(x) for x in sys.argv[1:4])
+    cmd_in, cmd_out, slot, uid = (int(x) for x in sys.argv[1:5])
     iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the worker dies with the pool's process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the trainer is handled by the parent
     for name in PRELOAD:
@@ -526,14 +625,14 @@ def main() -> None:
             __import__(name)
         except ImportError:
             pass
-    for name in sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else []:
+    for name in sys.argv[5].split(",") if len(sys.argv) > 5 and sys.argv[5] else []:
         try:
             __import__(name)
         except ImportError:
             pass
     import densecode.sandbox._child  # noqa: F401 - warm for the forked children
 
-    Worker(cmd_in, cmd_out, slot).serve()
+    Worker(cmd_in, cmd_out, slot, uid).serve()
 
 
 if __name__ == "__main__":

@@ -104,6 +104,9 @@ class SandboxPool:
         self._closed = False
         self._reference_cache: collections.OrderedDict = collections.OrderedDict()
         self.stats = {"workers_started": 0, "workers_replaced": 0, "programs": 0}
+        # When run as root, programs run as uid uid_base + slot: a range unique to this process, so that
+        # RLIMIT_NPROC (counted per uid) is never shared with another pool on the machine.
+        self.uid_base = 200000 + (os.getpid() % 100000) * 256
 
     # ------------------------------------------------------------ lifecycle
 
@@ -139,7 +142,8 @@ class SandboxPool:
         w2p_r, w2p_w = os.pipe()
         debug = os.environ.get("DENSECODE_SANDBOX_DEBUG") == "1"
         popen = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, str(p2w_r), str(w2p_w), str(slot), ",".join(self.preload)],
+            [sys.executable, "-I", "-c", _BOOT, str(p2w_r), str(w2p_w), str(slot), str(self.uid_base + slot % 256),
+             ",".join(self.preload)],
             pass_fds=(p2w_r, w2p_w),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
