@@ -249,3 +249,26 @@ def test_lora_reference_is_the_adapter_disabled_base(tiny_model_dir, tmp_path):
     w1, w2 = tr.unwrapped.state_dict(), tr2.unwrapped.state_dict()
     for k in w1:
         assert torch.equal(w1[k], w2[k]), k
+
+
+def test_ctrl_c_finishes_the_step_saves_and_stops(tiny_model_dir, tmp_path):
+    import os
+    import signal
+
+    class InterruptingReward(TargetReward):
+        calls = 0
+
+        def __call__(self, samples):
+            InterruptingReward.calls += 1
+            if InterruptingReward.calls == 2:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of step 2
+            return super().__call__(samples)
+
+    cfg = make_cfg(tiny_model_dir, tmp_path)
+    tr = make_trainer(cfg, tmp_path, reward=InterruptingReward())
+    result = tr.train(steps=10)
+    assert result["interrupted"] and result["step"] == 2
+    from densecode.rl.trainer import resolve_checkpoint
+
+    assert resolve_checkpoint(tmp_path).name == "step-000002"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
