@@ -482,8 +482,9 @@ class GRPOAlgorithm:
         })
         if self.controller is not None:
             stats["grpo/next_temperature"] = float(self.controller.temperature)
-            stats["diversity/level"] = self.controller.level()
-            stats["diversity/trend"] = self.controller.trend()
+            if self.controller.history:  # empty right after a stage change
+                stats["diversity/level"] = self.controller.level()
+                stats["diversity/trend"] = self.controller.trend()
         return stats
 
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
