@@ -455,3 +455,15 @@ def test_tests_component_with_real_sandbox(tok):
     assert all(v[i] == pytest.approx(-1.3) for i in line3)
     assert v[0] == pytest.approx(-0.3)
     assert outs[1].info["exception"] == 1.0
+
+
+def test_empty_and_eos_only_responses(tok, fake_jobs):
+    empty = make_sample(ROBOT_PROMPT, [], tok, {"tests": ["assert True"]})
+    eos = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {"tests": ["assert True"]})
+    assert empty.n_tokens == 0 and eos.token_spans == [(0, 0)]
+    cfg = RewardConfig(mode="sparse")
+    comps = {"tests": TestsComponent(sandbox=FakePool([_judge(0, 1), _judge(0, 1)]))}
+    batch = build_assembler(cfg, "code", components=comps)([empty, eos])
+    assert batch.total[0].shape == (0,)
+    # No code at all: the failing tests' penalty lands on the only (EOS) token.
+    assert batch.total[1][0] == pytest.approx(0.7 * -0.3)

@@ -72,38 +72,46 @@ class Sample:
     def n_tokens(self) -> int:
         return len(self.token_ids)
 
+    def _span_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        cached = self.__dict__.get("_spans_np")
+        if cached is None or cached[0].shape[0] != len(self.token_spans):
+            arr = np.asarray(self.token_spans, dtype=np.int64).reshape(-1, 2)
+            cached = (arr[:, 0].copy(), arr[:, 1].copy())
+            self.__dict__["_spans_np"] = cached
+        return cached
+
     def code_token_mask(self) -> np.ndarray:
         """True for each token whose span overlaps a code region."""
-        return tokens_overlapping_regions(self.token_spans, self.code_regions)
+        starts, ends = self._span_arrays()
+        mask = np.zeros(len(starts), dtype=bool)
+        for rs, re_ in self.code_regions:
+            mask |= (starts < re_) & (ends > rs) & (ends > starts)
+        return mask
 
     def tokens_in_range(self, start: int, end: int) -> list[int]:
-        """Indices of tokens whose spans overlap the response characters [start, end)."""
-        return tokens_overlapping(self.token_spans, start, end)
+        """Indices of tokens whose (non-empty) spans overlap the response characters [start, end).
+
+        An empty range names the character at `start`.
+        """
+        if end <= start:
+            end = start + 1
+        starts, ends = self._span_arrays()
+        return np.flatnonzero((starts < end) & (ends > start) & (ends > starts)).tolist()
 
     def token_at(self, pos: int) -> int | None:
         """The token holding response character `pos` (or the first one after it)."""
-        for i, (s, e) in enumerate(self.token_spans):
-            if e > pos and s <= pos:
-                return i
-        for i, (s, _e) in enumerate(self.token_spans):
-            if s >= pos and _e > s:
-                return i
-        return None
+        starts, ends = self._span_arrays()
+        hit = np.flatnonzero((starts <= pos) & (ends > pos))
+        if hit.size:
+            return int(hit[0])
+        after = np.flatnonzero((starts >= pos) & (ends > starts))
+        return int(after[0]) if after.size else None
 
 
 def tokens_overlapping(spans: list[tuple[int, int]], start: int, end: int) -> list[int]:
     if end <= start:
         end = start + 1  # an empty range still names the character at `start`
-    return [i for i, (s, e) in enumerate(spans) if s < end and e > start]
-
-
-def tokens_overlapping_regions(spans: list[tuple[int, int]], regions: list[tuple[int, int]]) -> np.ndarray:
-    mask = np.zeros(len(spans), dtype=bool)
-    for rs, re_ in regions:
-        for i, (s, e) in enumerate(spans):
-            if s < re_ and e > rs:
-                mask[i] = True
-    return mask
+    return [i for i, (s, e) in enumerate(spans) if s < end and e > start and e > s]
 
 
 # ---------------------------------------------------------------- token spans
@@ -380,10 +388,11 @@ class ProgramMap:
 
     @property
     def line_starts(self) -> list[int]:
-        starts = [0]
-        for m in re.finditer("\n", self.program):
-            starts.append(m.end())
-        return starts
+        cached = self.__dict__.get("_line_starts")
+        if cached is None:
+            cached = [0] + [m.end() for m in re.finditer("\n", self.program)]
+            self.__dict__["_line_starts"] = cached
+        return cached
 
     def line_range(self, line: int) -> tuple[int, int] | None:
         """Program char range of 1-based `line` (without its newline), or None."""
