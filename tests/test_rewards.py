@@ -467,3 +467,35 @@ def test_empty_and_eos_only_responses(tok, fake_jobs):
     assert batch.total[0].shape == (0,)
     # No code at all: the failing tests' penalty lands on the only (EOS) token.
     assert batch.total[1][0] == pytest.approx(0.7 * -0.3)
+
+
+def _sentencepiece_style_tokenizer():
+    """A Llama-style tokenizer (Metaspace + byte fallback), built offline."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "</s>": 1}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for c in [chr(i) for i in range(33, 127)] + ["▁", "▁▁", "▁▁▁▁"]:
+        vocab.setdefault(c, len(vocab))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("▁", "▁"), ("▁▁", "▁▁")], byte_fallback=True, unk_token="<unk>"))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", unk_token="<unk>")
+
+
+def test_spans_with_byte_fallback_tokenizer():
+    sp = _sentencepiece_style_tokenizer()
+    text = "    say('café ✓')\n"
+    ids = sp(text, add_special_tokens=False)["input_ids"]
+    s = make_sample(ROBOT_PROMPT, ids + [sp.eos_token_id], sp)
+    assert s.response == text
+    pieces = sp.convert_ids_to_tokens(ids)
+    check = text.index("✓")
+    byte_tokens = [i for i, p in enumerate(pieces) if p in ("<0xE2>", "<0x9C>", "<0x93>")]
+    assert len(byte_tokens) == 3 and all(s.token_spans[i] == (check, check + 1) for i in byte_tokens)
+    assert s.token_spans[-1] == (len(text), len(text))  # EOS
+    # A lint finding on ✓'s string reaches all three byte tokens.
+    assert set(byte_tokens) <= set(s.tokens_in_range(text.index("'c"), text.index("')") + 1))

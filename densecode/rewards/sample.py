@@ -185,33 +185,27 @@ def spans_from_token_bytes(pieces: list[bytes]) -> tuple[str, list[tuple[int, in
 def _spans_generic(tokenizer: Any, token_ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
     """Prefix decoding for tokenizers that are not byte-level (SentencePiece etc.).
 
-    A prefix whose text ends in U+FFFD holds a partial character: that token's span
-    reaches to the character completed later (shared, as in the byte-level path).
+    c_i = characters of decode(ids[:i+1]) that are final; a prefix ending in U+FFFD
+    that the full text does not have there holds a partial character (byte fallback),
+    which belongs to this token and to the one completing it (the shared span, as in
+    the byte-level path). O(n^2) decoding, fine for response lengths.
     """
     def dec(ids):
         return tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     full = dec(token_ids)
     spans = []
-    prev_len = 0
-    pending_from: list[int] = []
+    prev = 0
     for i in range(len(token_ids)):
         text = dec(token_ids[: i + 1])
-        partial = text.endswith("\ufffd") and not full[: len(text)].endswith("\ufffd")
-        cur = len(text) - (1 if partial else 0)
-        # Common prefix guards against decoders that rewrite earlier text (leading space).
-        start = min(prev_len, cur)
-        spans.append((start, cur))
-        if partial:
-            pending_from.append(i)
-        elif pending_from and cur > start:
-            for j in pending_from:
-                spans[j] = (spans[j][0], start + 1)
-            spans[i] = (min(spans[pending_from[0]][1] - 1, start), cur)
-            pending_from = []
-        prev_len = cur
-    n = len(full)
-    return full, [(min(s, n), min(e, n)) for s, e in spans]
+        cur = len(text)
+        while cur > prev and text[cur - 1] == "\ufffd" and (cur > len(full) or full[cur - 1] != "\ufffd"):
+            cur -= 1
+        pending = cur < len(text)
+        cur = max(cur, prev)
+        spans.append((prev, min(cur + 1, len(full)) if pending else cur))
+        prev = cur
+    return full, spans
 
 
 def token_spans_for(tokenizer: Any, token_ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
