@@ -36,7 +36,8 @@ class BuildRecipe:
     n_inner: int = 768
     n_positions: int = 384
     ctx: int = 256
-    steps: int = 600
+    steps: int = 600  # learning-rate schedule length
+    stop_at: int | None = None  # ship the model at this step of the schedule (None: at the end)
     batch_size: int = 16
     lr: float = 2e-3
     warmup: int = 50
@@ -146,7 +147,7 @@ def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = Tru
     probs = {"robotics": recipe.p_robotics, "code": recipe.p_code, "stdlib": recipe.p_stdlib}
     shape = ModelShape(recipe.n_layer, recipe.n_embd, recipe.n_head, recipe.n_inner, recipe.n_positions)
     model = build_model(tokenizer, shape, seed)
-    settings = TrainSettings(steps=recipe.steps, batch_size=recipe.batch_size, ctx=ctx, lr=recipe.lr,
+    settings = TrainSettings(steps=recipe.steps, stop_at=recipe.stop_at, batch_size=recipe.batch_size, ctx=ctx, lr=recipe.lr,
                              warmup=recipe.warmup, seed=seed, eval_every=recipe.eval_every,
                              checkpoint_steps=list(checkpoint_steps or []))
     n_params = sum(p.numel() for p in model.parameters())
@@ -203,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         if args.steps < 1:
             raise DensecodeError(f"--steps must be >= 1 (got {args.steps})")
         recipe.steps = args.steps
+        recipe.stop_at = None
         recipe.warmup = min(recipe.warmup, max(1, args.steps // 10))
     out = Path(args.out).expanduser().resolve()
     _prepare_out(out, args.force)

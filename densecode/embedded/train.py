@@ -34,7 +34,10 @@ class ModelShape:
 
 @dataclass
 class TrainSettings:
-    steps: int = 2000
+    steps: int = 2000  # length of the learning-rate schedule
+    # Stop early at this step (None: run the whole schedule). Lets a build ship an
+    # intermediate checkpoint of a fixed schedule, reproducibly, without running the rest.
+    stop_at: int | None = None
     batch_size: int = 16
     ctx: int = 256
     lr: float = 2e-3
@@ -166,7 +169,8 @@ def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], set
     log: dict = {"loss": [], "eval": [], "tokens": 0}
     model.train()
     start = time.perf_counter()
-    bar = tqdm(range(settings.steps), desc="train densecode-tiny", unit="step", disable=not progress,
+    n_steps = settings.steps if settings.stop_at is None else min(settings.stop_at, settings.steps)
+    bar = tqdm(range(n_steps), desc="train densecode-tiny", unit="step", disable=not progress,
                dynamic_ncols=True)
     ema = None
     for step in bar:
@@ -185,7 +189,7 @@ def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], set
         elapsed = time.perf_counter() - start
         bar.set_postfix(loss=f"{ema:.3f}", tok_s=f"{log['tokens'] / elapsed:.0f}")
         done = step + 1
-        if val_pools and (done % settings.eval_every == 0 or done == settings.steps):
+        if val_pools and (done % settings.eval_every == 0 or done == n_steps):
             losses = {k: round(evaluate_loss(model, v, pad, settings.ctx), 4) for k, v in val_pools.items() if v}
             log["eval"].append({"step": done, **losses})
             bar.write(f"step {done}: eval {losses}")

@@ -1,0 +1,216 @@
+"""densecode-tiny: corpus, tokenizer, packing, the build command and the shipped asset."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import textwrap
+
+import pytest
+
+from densecode.embedded import ASSET_DIR, EOS_TOKEN
+from densecode.embedded.corpus import Pair, stdlib_functions, synthetic_function_pairs
+
+ROUNDTRIP_SAMPLES = [
+    "def f(x):\n    return 'café ✓ naïve' + x\n",
+    "class A:\n\tdef g(self):\n\t\treturn {'k': [1, 2.5e-3, None]}  # 中文注释\n",
+    "    \n\n   trailing spaces   \n\n\n",
+    "s = f\"{x!r:>10}\" + b'\\x00'.decode() + r'\\d+'  \U0001f600\n",
+    "def task_program():\n    go_to(\"kitchen\")\n    if is_in_room(\"apple\"):\n        pick(\"apple\")\n",
+]
+
+
+@pytest.fixture(scope="module")
+def stdlib_sample():
+    return stdlib_functions()[:400]
+
+
+def test_stdlib_corpus_is_clean_and_deterministic(stdlib_sample):
+    again = stdlib_functions()[:400]
+    assert stdlib_sample == again
+    assert len(stdlib_sample) == 400
+    for src in stdlib_sample:
+        ast.parse(src)
+        assert src.isascii() and "\t" not in src and src.endswith("\n")
+        assert src.startswith(("def ", "async def "))
+
+
+def test_synthetic_pairs_are_valid_functions_and_seeded():
+    pairs = synthetic_function_pairs(200, seed=3)
+    assert pairs == synthetic_function_pairs(200, seed=3)
+    assert pairs != synthetic_function_pairs(200, seed=4)
+    for p in pairs:
+        tree = ast.parse(p.prompt + p.response)
+        fn = tree.body[0]
+        assert isinstance(fn, ast.FunctionDef)
+        # The body uses only the function's own parameters (plus locals it binds).
+        params = {a.arg for a in fn.args.args}
+        loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        stores = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        import builtins
+
+        assert loads <= params | stores | set(dir(builtins)) | {"x", "i", "ch", "_"}, p.prompt + p.response
+
+
+def test_trained_tokenizer_round_trips_code_exactly(stdlib_sample):
+    from densecode.embedded.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(stdlib_sample, vocab_size=600)
+    assert tok.eos_token == tok.pad_token == EOS_TOKEN
+    assert tok.padding_side == "left"
+    for text in stdlib_sample[:100] + ROUNDTRIP_SAMPLES:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert tok.decode(ids) == text
+    # A prompt tokenized alone then its response: concatenation decodes to the joined text.
+    prompt, response = "# Instruction: go\ndef task_program():\n", "    go_to(\"lab\")\n"
+    joined = tok(prompt, add_special_tokens=False)["input_ids"] + tok(response, add_special_tokens=False)["input_ids"]
+    assert tok.decode(joined) == prompt + response
+
+
+def test_supervised_rows_mask_prompts_and_pack_whole_examples(stdlib_sample):
+    from densecode.embedded.tokenizer import train_tokenizer
+    from densecode.embedded.train import IGNORE, encode_pair, pretrain_rows, supervised_rows
+
+    tok = train_tokenizer(stdlib_sample[:100], vocab_size=400)
+    pair = Pair("# Instruction: say hi\ndef task_program():\n", "    say(\"hi\")\n", "robotics")
+    ids, labels = encode_pair(tok, pair)
+    n_prompt = len(tok(pair.prompt, add_special_tokens=False)["input_ids"])
+    assert labels[:n_prompt] == [IGNORE] * n_prompt
+    assert labels[n_prompt:] == ids[n_prompt:] and ids[-1] == tok.eos_token_id
+    assert tok.decode(ids[n_prompt:-1]) == pair.response
+
+    pairs = [Pair(f"# Instruction: task {i}\ndef task_program():\n", f"    say(\"{i}\")\n" * (1 + i % 4), "robotics")
+             for i in range(60)]
+    rows = supervised_rows(tok, pairs, ctx=96, seed=0)
+    assert all(len(ids) <= 96 and len(ids) == len(labels) for ids, labels in rows)
+    # Every example is packed whole: the number of EOS = the number of examples.
+    assert sum(ids.count(tok.eos_token_id) for ids, _ in rows) == 60
+    stream = pretrain_rows(tok, stdlib_sample[:50], ctx=64)
+    assert all(len(ids) == 64 and ids == labels for ids, labels in stream)
+
+
+def test_tiny_build_produces_loadable_model(tmp_path):
+    """The whole build in-process at a size that takes seconds (the CLI toy build is slow-marked)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from densecode.embedded.build import BuildRecipe, build, verify_sha256sums
+
+    recipe = BuildRecipe(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=128, ctx=96,
+                         steps=4, batch_size=4, warmup=1, robotics_tasks=40, synthetic_tasks=40, stdlib_max=40,
+                         eval_every=4)
+    info = build(recipe, tmp_path, seed=0, progress=False)
+    assert info["recipe"]["steps"] == 4 and len(info["eval_losses"]) == 1
+    assert info["corpus"]["robotics_train_tasks"] == 40
+    assert verify_sha256sums(tmp_path) == []
+    model = AutoModelForCausalLM.from_pretrained(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    assert model.config.vocab_size == len(tok) and model.config.eos_token_id == tok.eos_token_id
+    out = model.generate(**tok(["def task_program():\n"], return_tensors="pt"), max_new_tokens=4, do_sample=False,
+                         pad_token_id=tok.eos_token_id)
+    assert out.shape[1] > 0
+
+
+def test_build_model_rejects_bad_output_dir(tmp_path, capsys):
+    from densecode.cli import main
+
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    assert main(["build-model", "--toy", "--out", str(target)]) == 2
+    assert "is a file" in capsys.readouterr().err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    assert main(["build-model", "--toy", "--out", str(busy)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (busy / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_build_model_toy_cli_end_to_end(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from densecode.cli import main
+
+    out = tmp_path / "toy"
+    assert main(["build-model", "--toy", "--out", str(out), "--no-progress", "--threads", "1"]) == 0
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["recipe"]["steps"] == 30
+    # Rebuilding over a previous build is allowed.
+    assert main(["build-model", "--toy", "--steps", "2", "--out", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "build_info.json").read_text())["recipe"]["steps"] == 2
+    AutoModelForCausalLM.from_pretrained(out)
+
+
+# --------------------------------------------------------------------------- the shipped asset
+
+def test_asset_checksums_and_size():
+    from densecode.embedded.build import verify_sha256sums
+
+    assert (ASSET_DIR / "SHA256SUMS").is_file(), f"{ASSET_DIR} has no SHA256SUMS: run `densecode build-model`"
+    assert verify_sha256sums(ASSET_DIR) == []
+    listed = {line.split()[1] for line in (ASSET_DIR / "SHA256SUMS").read_text().splitlines()}
+    present = {p.name for p in ASSET_DIR.iterdir() if p.is_file()} - {"SHA256SUMS"}
+    assert listed == present
+    total = sum(p.stat().st_size for p in ASSET_DIR.iterdir())
+    assert total <= 25 * 2**20
+    info = json.loads((ASSET_DIR / "build_info.json").read_text())
+    assert info["name"] == "densecode-tiny" and info["seed"] == 0
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from densecode.models import resolve_model_path
+
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    path = resolve_model_path("densecode-tiny")
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model.eval()
+    return model, tok
+
+
+def test_shipped_tokenizer_round_trips(shipped, stdlib_sample):
+    _, tok = shipped
+    for text in stdlib_sample[:50] + ROUNDTRIP_SAMPLES:
+        assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+
+
+def test_shipped_model_writes_parseable_robot_programs(shipped):
+    from robosim.tasks import PROGRAM_HEADER, STOP_STRINGS, generate_tasks
+
+    from densecode.generation import generate
+
+    model, tok = shipped
+    tasks = generate_tasks("test", n=8, seed=0)
+    gens = generate(model, tok, [t.prompt for t in tasks], n=1, max_new_tokens=128, temperature=0.0,
+                    stop=list(STOP_STRINGS), batch_size=8, seed=0, progress=False)
+    programs = [PROGRAM_HEADER + g.completion for g in gens]
+    parsed = 0
+    for program in programs:
+        try:
+            tree = ast.parse(program)
+        except SyntaxError:
+            continue
+        body = tree.body[0].body
+        # A real body that calls the robot API, not `pass`.
+        calls = {n.func.id for n in ast.walk(tree.body[0]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        if body and calls & {"go_to", "say", "ask", "pick", "place", "is_in_room", "get_all_rooms"}:
+            parsed += 1
+    assert parsed >= 7, "\n\n".join(programs)
+
+
+@pytest.mark.slow
+def test_shipped_model_held_out_quality(shipped):
+    """The documented targets before RL, on 300 held-out RoboSim tasks."""
+    from densecode.embedded.quality import markdown_table, measure
+
+    model, tok = shipped
+    results = measure(model, tok, n_tasks=300, seed=0, progress=False)
+    print(markdown_table(results))
+    for label, s in results.items():
+        assert s["parses"] >= 0.90, (label, s)
+        assert 0.10 <= s["success"] <= 0.60, (label, s)
