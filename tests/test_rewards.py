@@ -446,7 +446,7 @@ def test_tests_component_with_real_sandbox(tok):
     prompt = "Write f.\n```python\n"
     good = sample_of(tok, prompt, "def f(x):\n    return x + 1\n```\nDone.", task={"tests": ["assert f(1) == 2", "assert f(2) == 4"]})
     bad = sample_of(tok, prompt, "def f(x):\n    y = 2\n    return x / 0\n```\n", task={"tests": ["assert f(1) == 2"]})
-    outs = TestsComponent()([good, bad])
+    outs = TestsComponent(timeout=60.0)([good, bad])  # generous: CI machines are shared
     assert outs[0].info["pass_rate"] == 0.5
     code = good.code_token_mask()
     assert np.allclose(outs[0].values[code], 0.5) and np.all(outs[0].values[~code] == 0)
@@ -499,3 +499,16 @@ def test_spans_with_byte_fallback_tokenizer():
     assert s.token_spans[-1] == (len(text), len(text))  # EOS
     # A lint finding on ✓'s string reaches all three byte tokens.
     assert set(byte_tokens) <= set(s.tokens_in_range(text.index("'c"), text.index("')") + 1))
+
+
+def test_sparse_without_dense_kl_puts_everything_on_the_last_token(tok):
+    _, dense = _robot_batch(tok, "dense")
+    samples = [sample_of(tok, ROBOT_PROMPT, "    go_to('kitchen')\n    x = eval(y)\n")]
+    s = samples[0]
+    s.logprobs = np.full(s.n_tokens, -1.0, dtype=np.float32)
+    s.ref_logprobs = np.full(s.n_tokens, -1.5, dtype=np.float32)
+    sim = FakeSim(SimFeedback(0.4, [(2, -0.5, "x")]))
+    dense = build_assembler(RewardConfig(), "robotics", simulator=sim)(samples)
+    sparse = build_assembler(RewardConfig(mode="sparse", sparse_keep_dense=[]), "robotics", simulator=sim)(samples)
+    assert np.all(sparse.total[0][:-1] == 0)
+    assert sparse.total[0][-1] == pytest.approx(dense.total[0].sum(), abs=1e-4)
