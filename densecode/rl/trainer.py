@@ -32,6 +32,8 @@ GRPO: densecode.rl.grpo). A plain object with:
         out is the fresh forward pass (out.logprobs, out.entropy, out.values or None).
         The trainer divides by the number of accumulation micro-batches and calls backward.
     state_dict() -> dict / load_state_dict(dict)   JSON-able controller state, checkpointed
+    optional needs_reference: bool              batch.ref_logprobs is filled even when the reward has
+                                                no KL weight (also implied by a `kl_coef` > 0 attribute)
     optional on_step_end(batch, stats: dict) -> dict   after the update (e.g. a temperature
                                                 controller reading diversity); returns extra stats
 
