@@ -384,7 +384,10 @@ class ProgramMap:
     def line_starts(self) -> list[int]:
         cached = self.__dict__.get("_line_starts")
         if cached is None:
-            cached = [0] + [m.end() for m in re.finditer("\n", self.program)]
+            # Python and Ruff both end lines at \r\n, \r or \n.
+            breaks = list(re.finditer("\r\n|\r|\n", self.program))
+            cached = [0] + [m.end() for m in breaks]
+            self.__dict__["_line_ends"] = [m.start() for m in breaks] + [len(self.program)]
             self.__dict__["_line_starts"] = cached
         return cached
 
@@ -393,9 +396,7 @@ class ProgramMap:
         starts = self.line_starts
         if line < 1 or line > len(starts):
             return None
-        s = starts[line - 1]
-        e = starts[line] - 1 if line < len(starts) else len(self.program)
-        return s, e
+        return starts[line - 1], self.__dict__["_line_ends"][line - 1]
 
     def line_to_response(self, line: int) -> tuple[int, int] | None:
         """Response char range of program line `line` (1-based); None inside the prefix."""
