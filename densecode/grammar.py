@@ -1,0 +1,489 @@
+"""SynCode in the decoding loop: Python grammar verdicts (`check`) or masks (`constrain`).
+
+Built on syncode 0.4.16's `SyncodeLogitsProcessor(Grammar, tokenizer,
+mode="grammar_mask", parse_output_only=True)`, used as a provider of objects
+(its LALR parser, its DFA mask store, its byte tokenizer); densecode drives them
+itself, one incremental parser per batch row, and handles what syncode does not:
+
+- Grammar gaps: syncode's python.lark rejects valid Python (docstrings inside
+  functions, escaped quotes in strings, walrus, `except*`, positional-only `/`,
+  binary/imaginary/underscored numbers, `rb''`). densecode passes a corrected copy,
+  `densecode/grammars/python.lark` (keeping the grammar name "python" so syncode's
+  Python indenter and terminal simplifications still apply).
+- EOS: syncode always rejects it for Python. Here EOS is allowed exactly when the
+  code so far is complete per Python's own parser (`ast.parse`).
+- Parser failures: syncode logs "Parsing failed! Falling back to unconstrained
+  decoding" and silently stops constraining the whole batch. Here a failing row is
+  counted (`Generation.grammar_fallbacks`), decodes unconstrained with verdicts
+  None from there on, and the other rows keep their grammar.
+- Per-token cost growing with length: syncode deep-copies the partial parse tree
+  and the lexer-token list several times per step (and once per candidate terminal
+  in `accepts()`). `FastPythonParser` keeps no tree (no callbacks) and copies parser
+  states and token lists shallowly, so a step costs a re-lex plus a few table lookups.
+- Mask-store cache collisions: syncode keys its cache by tokenizer class and vocab
+  size only. densecode gives every tokenizer its own cache directory,
+  `$DENSECODE_CACHE/syncode/<sha256 of the tokenizer's contents>/`
+  (DENSECODE_CACHE defaults to ~/.cache/densecode).
+- Logging: `import syncode` resets the root logger to INFO on stdout; densecode
+  restores the root logger and routes syncode's records through its own logger.
+
+The parser sees the code prefix from the prompt, not only the completion: with
+`code_prefix="auto"` the whole prompt when it parses as a Python prefix (completion
+prompts such as `# Instruction: ...\\ndef task_program():\\n`), else the text after
+the prompt's last opening code fence, else nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import json
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from densecode.errors import DensecodeError
+
+logger = logging.getLogger(__name__)
+
+GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
+CORRECTED_GRAMMAR = GRAMMAR_DIR / "python.lark"
+MODES = ("off", "check", "constrain")
+_STRING_PREFIXES = {"r", "u", "b", "f", "br", "rb", "fr", "rf"}
+_FENCES = ("```python\n", "```py\n", "```Python\n", "```\n")
+# Parser states kept per row: the lookup only ever needs the last few lexer tokens,
+# older ones just cost memory (a miss re-parses from the start, which is correct).
+_MAX_STORED_STATES = 512
+
+_lock = threading.Lock()
+_syncode_counter = None
+
+
+# ------------------------------------------------------------------ syncode import
+
+
+class _SyncodeLogCounter(logging.Handler):
+    """Counts syncode's silent fallbacks and forwards its warnings to densecode's log."""
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.parse_failures = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Parsing failed" in message:
+            self.parse_failures += 1
+        if record.levelno >= logging.WARNING:
+            logger.log(record.levelno, "syncode: %s", message.splitlines()[0] if message else "")
+
+
+def import_syncode():
+    """Import syncode without letting it take over the root logger."""
+    global _syncode_counter
+    with _lock:
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        try:
+            import syncode
+            import syncode.common
+        finally:
+            for handler in list(root.handlers):
+                if handler not in handlers:
+                    root.removeHandler(handler)
+            for handler in handlers:
+                if handler not in root.handlers:
+                    root.addHandler(handler)
+            root.setLevel(level)
+        if _syncode_counter is None:
+            _syncode_counter = _SyncodeLogCounter()
+            syncode_logger = logging.getLogger("syncode")
+            syncode_logger.addHandler(_syncode_counter)
+            syncode_logger.propagate = False
+            syncode_logger.setLevel(logging.INFO)
+    return syncode
+
+
+def syncode_parse_failures() -> int:
+    """How many times syncode itself logged "Parsing failed!" in this process."""
+    return _syncode_counter.parse_failures if _syncode_counter is not None else 0
+
+
+# ------------------------------------------------------------------ cache + objects
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DENSECODE_CACHE", "~/.cache/densecode")).expanduser()
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A hash of what the tokenizer does (vocab, merges, normalizer, special tokens)."""
+    h = hashlib.sha256(type(tokenizer).__name__.encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        h.update(backend.to_str().encode())
+    else:
+        h.update(json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode())
+    h.update(json.dumps(getattr(tokenizer, "special_tokens_map", {}), sort_keys=True, default=str).encode())
+    h.update(str(len(tokenizer)).encode())
+    return h.hexdigest()[:16]
+
+
+def syncode_cache_dir(tokenizer) -> Path:
+    return cache_root() / "syncode" / tokenizer_fingerprint(tokenizer)
+
+
+def load_grammar(grammar_file: str | Path | None = None, *, corrected: bool = True):
+    """syncode's Python `Grammar`, with densecode's corrected rules unless told otherwise.
+
+    The grammar keeps the name "python": syncode switches on that name for its
+    Python indenter and terminal simplifications (a grammar given by path loses both).
+    """
+    import_syncode()
+    from syncode.parsers.grammars import Grammar
+
+    grammar = Grammar("python")
+    path = Path(grammar_file) if grammar_file else (CORRECTED_GRAMMAR if corrected else None)
+    if path is not None:
+        if not path.is_file():
+            raise DensecodeError(f"grammar file not found: {path} (pass a Lark grammar file for Python)")
+        simplifications = dict(_SIMPLIFICATIONS)
+        # The mask store is cached by grammar hash: fold the simplifications into the text.
+        digest = hashlib.sha256(json.dumps(simplifications, sort_keys=True).encode()).hexdigest()[:12]
+        grammar.ebnf = path.read_text() + f"\n// densecode terminal simplifications {digest}\n"
+        grammar.simplifications = lambda: dict(simplifications)
+    return grammar
+
+
+# Terminal patterns syncode builds its token-mask DFAs from (it cannot compile
+# look-arounds). syncode's own set over-approximates newlines as "\n then anything",
+# which accepts every token after a line break; these are the exact languages of
+# densecode's grammar where possible, and widen string prefixes to rb/br/rf/fr.
+_SIMPLIFICATIONS = {
+    "COMMENT": "#[^\n]*(\r?\n[\t ]*)*",
+    "_NL": "(\r?\n[\t ]*|#[^\n]*)+",
+    "LONG_STRING": "(?i:(?s:[ubfr]{0,2}(\'\'\'.*?\'\'\'|\"\"\".*?\"\"\")))",
+    "STRING": "(?s:(?i:[ubfr]{0,2}(\".*?\"|\'.*?\')))",
+}
+
+
+_PROCESSORS: dict[tuple, object] = {}
+
+
+def syncode_processor(tokenizer, grammar=None, indent: bool = True):
+    """The `SyncodeLogitsProcessor` for (tokenizer, grammar), built once per process.
+
+    Its mask store is cached on disk under this tokenizer's own directory: the first
+    use per tokenizer builds it (seconds for a few thousand tokens, minutes for 32k+).
+    """
+    syncode = import_syncode()
+    import syncode.common as common
+
+    grammar = grammar if grammar is not None else load_grammar()
+    key = (tokenizer_fingerprint(tokenizer), grammar.hash(), indent)
+    with _lock:
+        if key not in _PROCESSORS:
+            directory = syncode_cache_dir(tokenizer)
+            directory.mkdir(parents=True, exist_ok=True)
+            previous = common.SYNCODE_CACHE
+            # syncode reads this module attribute when it builds/loads parser and mask store.
+            common.SYNCODE_CACHE = str(directory) + os.sep
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    _PROCESSORS[key] = syncode.SyncodeLogitsProcessor(
+                        grammar, tokenizer, mode="grammar_mask", parse_output_only=True, indent=indent
+                    )
+            finally:
+                common.SYNCODE_CACHE = previous
+        return _PROCESSORS[key]
+
+
+# ------------------------------------------------------------------ fast parser
+
+
+def _fast_parser_class():
+    import_syncode()
+    from syncode.larkm.parsers.lalr_parser_state import ParserState
+    from syncode.parsers.python_parser import PythonIncrementalParser
+
+    class ShallowParserState(ParserState):
+        """Copies share values: with no callbacks the value stack holds no tree to protect."""
+
+        __slots__ = ()
+
+        def __copy__(self):
+            return type(self)(self.parse_conf, self.lexer, list(self.state_stack), list(self.value_stack))
+
+    class FastPythonParser(PythonIncrementalParser):
+        """syncode's incremental Python parser without per-step deep copies."""
+
+        def _set_initial_parser_state(self):
+            super()._set_initial_parser_state()
+            state = self.interactive.parser_state
+            conf = copy.copy(state.parse_conf)
+            conf.callbacks = {}  # build no parse tree: only acceptance matters here
+            self.interactive.parser_state = ShallowParserState(conf, state.lexer, state.state_stack,
+                                                               state.value_stack)
+            self.next_ac_terminals = self._accepts(self.interactive)
+
+        def _store_parser_state(self, pos, lexer_tokens, parser_state, accepts, indent_levels=None):
+            cur_ac_terminals = self.next_ac_terminals
+            key = self._get_hash(lexer_tokens[:pos + 1])
+            store = self.cur_pos_to_parser_state
+            store[key] = (tuple(self.parsed_lexer_tokens), parser_state.copy(), cur_ac_terminals, accepts,
+                          indent_levels, tuple(self.dedent_queue))
+            if len(store) > _MAX_STORED_STATES:
+                del store[next(iter(store))]
+            self.cur_ac_terminals = set(cur_ac_terminals)
+            self.next_ac_terminals = set(accepts)
+
+        def _restore_parser_state(self, key):
+            tokens, parser_state, cur_ac, next_ac, indent_levels, dedent_queue = self.cur_pos_to_parser_state[key]
+            self.interactive.parser_state = parser_state.copy()
+            self.parsed_lexer_tokens = list(tokens)
+            self.dedent_queue = list(dedent_queue)
+            self.cur_ac_terminals = set(cur_ac)
+            self.next_ac_terminals = set(next_ac)
+            if indent_levels is not None:
+                self.indent_level = list(indent_levels)
+
+    return FastPythonParser
+
+
+def new_row_parser(processor, fast: bool = True):
+    """A fresh incremental parser sharing `processor`'s compiled LALR tables."""
+    engine = processor.grammar_engine
+    base = engine.inc_parser.base_parser
+    if not fast:
+        from syncode.parsers.python_parser import PythonIncrementalParser
+
+        parser = PythonIncrementalParser(base, base.lexer_conf.postlex, ignore_whitespace=engine._ignore_whitespace)
+    else:
+        parser = _fast_parser_class()(base, base.lexer_conf.postlex, ignore_whitespace=engine._ignore_whitespace)
+    parser.reset()
+    return parser
+
+
+def code_is_complete(code: str) -> bool:
+    """Python's own verdict: does `code` parse as a whole module?"""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. SyntaxWarning "invalid decimal literal"
+            ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+        return False
+    return True
+
+
+# ------------------------------------------------------------------ per-row state
+
+
+class _RowState:
+    __slots__ = ("parser", "prefix", "ids", "failed", "fallbacks", "mask", "had_error")
+
+    def __init__(self, parser, prefix: str):
+        self.parser = parser
+        self.prefix = prefix
+        self.ids: list[int] = []
+        self.failed = False
+        self.fallbacks = 0
+        self.mask: torch.Tensor | None = None  # accept mask for the next token (None: unchecked)
+        self.had_error = False
+
+
+class GrammarProcessor:
+    """Per-row SynCode verdicts/masks for densecode's decoding loop.
+
+    `begin(prompts)` once per batch, then per step `process(alive, logits)` before
+    sampling and `observe(alive, tokens)` after; `end()` returns fallbacks per row.
+    `alive` lists the batch rows (indices into `prompts`) that are still decoding.
+    """
+
+    def __init__(self, tokenizer, mode: str = "check", *, code_prefix: str = "auto",
+                 grammar_file: str | Path | None = None, corrected_grammar: bool = True, fast_parser: bool = True,
+                 indent: bool = True, syncode_fixes: bool = True):
+        if mode not in ("check", "constrain"):
+            raise DensecodeError(f"grammar mode must be check or constrain here; got {mode!r}")
+        if code_prefix not in ("auto", "prompt", "none"):
+            raise DensecodeError(f"code_prefix must be auto, prompt or none; got {code_prefix!r}")
+        self.tokenizer = tokenizer
+        self.mode = mode
+        self.code_prefix = code_prefix
+        self.fast_parser = fast_parser
+        # False = syncode's behaviour as shipped (for before/after measurements).
+        self.syncode_fixes = syncode_fixes
+        self.processor = syncode_processor(tokenizer, load_grammar(grammar_file, corrected=corrected_grammar), indent)
+        engine = self.processor.grammar_engine
+        self.mask_store = engine.dfa_mask_store
+        self.byte_tokenizer = self.processor.byte_tokenizer
+        self._bytes_to_string = engine._bytes_to_string
+        self.eos_ids = sorted({i for i in [tokenizer.eos_token_id] if i is not None})
+        self.rows: list[_RowState] = []
+
+    # -- prefix and parsing
+
+    def parse(self, parser, code: str, remainder: bytes = b""):
+        """syncode's ParseResult for `code` (raises when the parser fails).
+
+        One fix on top of syncode: a string prefix typed before its quote (`r"`,
+        `f'`, `b"`) is lexed by syncode as a NAME followed by an unlexable quote, so
+        the string terminal is never offered. Here the prefix joins the remainder
+        and the accepted terminals are those at the prefix's start.
+        """
+        from syncode.parse_result import ParseResult, RemainderState
+
+        result = parser.get_acceptable_next_terminals(code)
+        tokens = parser.parsed_lexer_tokens
+        if (self.syncode_fixes and result.remainder_state == RemainderState.INCOMPLETE
+                and result.remainder[:1] in ("'", '"')
+                and tokens and tokens[-1].type == "NAME" and tokens[-1].lower() in _STRING_PREFIXES
+                and code.endswith(tokens[-1] + result.remainder)):
+            start = len(code) - len(result.remainder) - len(tokens[-1])
+            before = parser.get_acceptable_next_terminals(code[:start])
+            text = str(tokens[-1]) + result.remainder
+            if before.remainder_state == RemainderState.COMPLETE:
+                result = ParseResult(before.accept_sequences, text, RemainderState.INCOMPLETE)
+            else:  # code[:start] ends in a complete token, e.g. "(": what may follow it
+                result = ParseResult.from_accept_terminals(
+                    set(parser.next_ac_terminals), set(), text, RemainderState.INCOMPLETE,
+                    ignore_terminals=parser.base_parser.lexer_conf.ignore)
+        if remainder:
+            result.remainder_state = RemainderState.INCOMPLETE
+            result.remainder = result.remainder.encode("utf-8") + remainder
+        else:
+            result.remainder = result.remainder.encode("utf-8")
+        return result
+
+    def token_is_valid(self, row: "_RowState", token_id: int) -> bool:
+        """syncode's own `is_valid` test of one token: is code + token a viable prefix?"""
+        code, remainder = self._text(row.ids + [token_id])
+        code = row.prefix + code
+        try:
+            result = self.parse(row.parser, code, remainder)
+        except Exception:
+            return False
+        return bool(self.mask_store.is_valid_prefix(result))
+
+    def _choose_prefix(self, prompt: str) -> tuple[object, str]:
+        candidates = []
+        if self.code_prefix in ("auto", "prompt"):
+            candidates.append(prompt)
+        if self.code_prefix == "auto":
+            cut = max((prompt.rfind(f) + len(f) for f in _FENCES if f in prompt), default=-1)
+            if cut >= 0:
+                candidates.append(prompt[cut:])
+            candidates.append("")
+        if self.code_prefix == "none":
+            candidates.append("")
+        for index, prefix in enumerate(candidates):
+            parser = new_row_parser(self.processor, self.fast_parser)
+            try:
+                parser.get_acceptable_next_terminals(prefix)
+                return parser, prefix
+            except Exception:
+                if self.code_prefix == "prompt" or index == len(candidates) - 1:
+                    break
+        return None, prompt
+
+    def begin(self, prompts: list[str]) -> None:
+        self.rows = []
+        by_prompt: dict[str, tuple] = {}
+        for prompt in prompts:
+            if prompt not in by_prompt:
+                by_prompt[prompt] = self._choose_prefix(prompt)
+            parser, prefix = by_prompt[prompt]
+            row = _RowState(new_row_parser(self.processor, self.fast_parser) if parser is not None else None, prefix)
+            if parser is None:  # the prompt's code cannot be parsed at all
+                row.failed, row.fallbacks = True, 1
+            self.rows.append(row)
+
+    def _text(self, ids: list[int]) -> tuple[str, bytes]:
+        return self._bytes_to_string(self.byte_tokenizer.decode(ids, skip_special_tokens=True))
+
+    def code(self, row: _RowState) -> tuple[str, bytes]:
+        text, remainder = self._text(row.ids)
+        return row.prefix + text, remainder
+
+    def _accept_mask(self, row: _RowState, vocab: int) -> torch.Tensor | None:
+        """Which next tokens the grammar accepts for this row; None once its parser failed."""
+        if row.failed:
+            return None
+        code, remainder = self.code(row)
+        try:
+            result = self.parse(row.parser, code, remainder)
+        except Exception as exc:  # syncode's parser raising = syncode's "Parsing failed!"
+            row.failed = True
+            if not row.had_error:  # a failure after grammar-accepted tokens is a real fallback
+                row.fallbacks += 1
+                logger.debug("grammar parser failed (%s) on %r", type(exc).__name__, code[-200:])
+            return None
+        mask = self.mask_store.get_accept_mask(result)
+        if mask.shape[0] < vocab:
+            mask = torch.cat([mask, torch.zeros(vocab - mask.shape[0], dtype=torch.bool)])
+        elif mask.shape[0] > vocab:
+            mask = mask[:vocab]
+        if self.eos_ids and self.syncode_fixes:
+            mask[self.eos_ids] = code_is_complete(code + remainder.decode("utf-8", "replace")) if not remainder else False
+        if not bool(mask.any()):
+            # A dead end: the mask store and the parser disagree and no token is
+            # acceptable. syncode then stops masking; so does this row, counted.
+            row.failed = True
+            if not row.had_error:
+                row.fallbacks += 1
+            return None
+        return mask
+
+    # -- decoding-loop hooks
+
+    def process(self, alive: list[int], logits: torch.Tensor) -> torch.Tensor:
+        """Compute each live row's accept mask; in constrain mode apply it to `logits`."""
+        vocab = logits.shape[-1]
+        for b, r in enumerate(alive):
+            row = self.rows[r]
+            row.mask = self._accept_mask(row, vocab)
+            if self.mode == "constrain" and row.mask is not None:
+                logits[b] = logits[b].masked_fill(~row.mask.to(logits.device), float("-inf"))
+        return logits
+
+    def observe(self, alive: list[int], tokens: list[int]) -> list[bool | None]:
+        """The verdict for each emitted token, then append it to the row's code."""
+        verdicts = []
+        for r, tok in zip(alive, tokens):
+            row = self.rows[r]
+            verdict = None if row.mask is None else bool(row.mask[tok])
+            if verdict is False and self.syncode_fixes and tok not in self.eos_ids:
+                # The mask is built per terminal boundary and misses some multi-terminal
+                # tokens (e.g. "('" after "return "): ask the parser before calling it an error.
+                verdict = self.token_is_valid(row, tok)
+            if verdict is False:
+                row.had_error = True
+            verdicts.append(verdict)
+            row.ids.append(tok)
+        return verdicts
+
+    def end(self) -> list[int]:
+        return [row.fallbacks for row in self.rows]
+
+
+def check_token_ids(tokenizer, prefix: str, token_ids: Iterable[int], *, mode_processor: GrammarProcessor | None = None,
+                    ) -> list[bool | None]:
+    """Teacher-forced verdicts: was each token of `token_ids` accepted after `prefix`?
+
+    The same verdict `check` mode records while sampling, for tokens produced
+    elsewhere (e.g. by another generator or a dataset).
+    """
+    processor = mode_processor or GrammarProcessor(tokenizer, "check")
+    processor.begin([prefix])
+    vocab = len(tokenizer)
+    verdicts = []
+    for tok in token_ids:
+        row = processor.rows[0]
+        row.mask = processor._accept_mask(row, vocab)
+        verdicts.extend(processor.observe([0], [int(tok)]))
+    return verdicts
