@@ -325,3 +325,47 @@ def test_crashed_worker_is_replaced(pool):
     [ok] = pool.run([AssertJob(GOOD_F, TEST)])
     assert ok.outcome == "passed"
     assert pool._workers[0].popen.pid != victim["pid"] or pool._workers[0] is None
+
+
+@pytest.mark.parametrize("mode", ["namespaces", "userns", "none"])
+def test_fallback_isolation_modes(mode, tmp_path):
+    """The weaker mechanisms used where the jail is unavailable still contain the basics."""
+    marker = tmp_path / "daemon.pid"
+    tmp_path.chmod(0o777)
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        try:\n"
+        f"            open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n" + GOOD_F
+    )
+    with SandboxPool(max_workers=1, isolation=mode, limits=Limits(timeout_s=1.5, cpu_s=2)) as pool:
+        prot = pool.protections
+        jobs = [AssertJob(GOOD_F, TEST), AssertJob("while True:\n    pass\n", TEST), AssertJob(daemon, TEST),
+                AssertJob("import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)\n" + GOOD_F, TEST)]
+        if prot["nproc_limit_enforced"]:  # never run an unbounded fork bomb on a shared machine
+            jobs.append(AssertJob("import os\nwhile True:\n    os.fork()\n", TEST))
+        ok, loop, detached, net, *bomb = pool.run(jobs)
+        assert ok.outcome == "passed", prot
+        assert loop.outcome == "timeout"
+        assert detached.outcome == "passed", (detached.exc_type, detached.exc_message)
+        assert net.outcome == "runtime_error"
+        assert all(b.outcome in ("runtime_error", "timeout") for b in bomb)
+        if marker.exists():  # without a private filesystem the daemon could report its pid: it must be dead
+            import time
+
+            time.sleep(0.3)
+            pid = int(marker.read_text())
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        if prot["readonly_root"]:
+            [w] = pool.run([AssertJob(f"open({str(tmp_path)!r} + '/x', 'w')\n" + GOOD_F, TEST)])
+            assert w.outcome == "runtime_error" and not (tmp_path / "x").exists()
+        [again] = pool.run([AssertJob(GOOD_F, TEST)])
+        assert again.outcome == "passed"

@@ -217,6 +217,28 @@ def _block_sockets() -> None:
     sys.modules["_socket"] = None  # type: ignore[assignment]
 
 
+def _sweep_descendants() -> None:
+    """Subreaper A: SIGKILL and reap every remaining descendant (they are all our children by now)."""
+    me = os.getpid()
+    for _ in range(1000):
+        try:
+            with open(f"/proc/{me}/task/{me}/children") as f:
+                children = [int(x) for x in f.read().split()]
+        except OSError:
+            children = []
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            pid, _ = os.waitpid(-1, 0 if children else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0 and not children:
+            return
+
+
 def _run_in_a(plan: dict, limits: dict, payload: dict, fds: dict) -> None:
     """Body of the intermediate process A; never returns."""
     code = 0
@@ -225,9 +247,15 @@ def _run_in_a(plan: dict, limits: dict, payload: dict, fds: dict) -> None:
         iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)
         if plan["ns"]:
             _setup_namespaces(plan)
+        else:
+            # No pid namespace: orphans of the program (double fork, setsid) are re-parented to A,
+            # which kills them all once the program ends.
+            iso.prctl(iso.PR_SET_CHILD_SUBREAPER, 1)
         pid_b = os.fork()
         if pid_b == 0:
             try:
+                if not plan["ns"]:
+                    os.setpgid(0, 0)  # its own group, so the worker's killpg spares A
                 iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)
                 _enter_child(plan, limits, fds)
                 from densecode.sandbox import _child
@@ -239,6 +267,8 @@ def _run_in_a(plan: dict, limits: dict, payload: dict, fds: dict) -> None:
         for key in ("out_w", "err_w", "res_w", "rep_r", "stdin"):
             os.close(fds[key])
         _, status = os.waitpid(pid_b, 0)
+        if not plan["ns"]:
+            _sweep_descendants()
         os.write(fds["stat_w"], f"{status}\n".encode())
     except BaseException as exc:  # noqa: BLE001
         try:
@@ -280,8 +310,9 @@ def _clear_tmp() -> None:
 
 
 class Worker:
-    def __init__(self, cmd_in: int, cmd_out: int, slot: int, uid: int | None = None):
+    def __init__(self, cmd_in: int, cmd_out: int, slot: int, uid: int | None = None, mode: str = "auto"):
         self.uid = UID_BASE + slot if uid is None else uid
+        self.mode = mode
         self.cmd_in = cmd_in
         self.cmd_out = cmd_out
         self.slot = slot
@@ -293,18 +324,26 @@ class Worker:
 
     # -- capability probe: decide once which protections this kernel allows
     def _probe(self) -> dict:
+        """Strongest isolation that works here, verified by running a probe program under it.
+
+        `self.mode` narrows the choice (tests use it to exercise the fallbacks):
+        jail | namespaces | userns | none | auto.
+        """
         is_root = os.getuid() == 0
-        candidates = []
+        mode = self.mode
         base = {"tmpfs_mb": 64, "fresh_proc": True, "readonly_root": True, "minimal_root": True, "expose": _exposed_paths()}
-        if is_root:
-            jail = {**base, "jail": True, "fresh_proc": False, "ns": True, "userns": False, "netns": True,
-                    "setuid": self.uid}
+        if is_root and mode in ("auto", "jail"):
+            jail = {**base, "jail": True, "fresh_proc": False, "ns": True, "userns": False, "netns": True, "setuid": self.uid}
             if self._try_jail(jail):
                 self.pidns_fd = _jail_current_process(jail)
                 return jail
+        candidates = []
+        if mode in ("auto", "namespaces") and is_root:
             candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": self.uid})
-        candidates.append({**base, "ns": True, "userns": True, "netns": True, "setuid": None})
-        if is_root:  # namespaces but the interpreter unreadable by a slot uid: stay uid 0 (NPROC not enforced)
+        if mode in ("auto", "userns"):
+            candidates.append({**base, "ns": True, "userns": True, "netns": True, "setuid": None})
+        if mode in ("auto", "namespaces") and is_root:
+            # Namespaces, but the interpreter unreadable by a slot uid: stay uid 0 (NPROC not enforced).
             candidates.append({**base, "ns": True, "userns": False, "netns": True, "setuid": None})
         for plan in candidates:
             for variant in (
@@ -316,8 +355,11 @@ class Worker:
             ):
                 if self._try_plan(variant):
                     return variant
-        return {"ns": False, "userns": False, "netns": False, "readonly_root": False, "fresh_proc": False, "minimal_root": False,
-                "tmpfs_mb": 0, "setuid": self.uid if is_root else None}
+        none = {"ns": False, "userns": False, "netns": False, "readonly_root": False, "fresh_proc": False,
+                "minimal_root": False, "tmpfs_mb": 0, "setuid": None}
+        if is_root and self._try_plan({**none, "setuid": self.uid}):
+            return {**none, "setuid": self.uid}
+        return none
 
     def _try_jail(self, plan: dict) -> bool:
         """Try the jail in a throw-away fork first: jailing the worker itself cannot be undone."""
@@ -343,7 +385,7 @@ class Worker:
         p = self.plan
         return {
             "pid_namespace": p["ns"],
-            "kill_scope": "pid namespace (all descendants)" if p["ns"] else ("all processes of the slot uid" if p["setuid"] else "process group"),
+            "kill_scope": "pid namespace (all descendants)" if p["ns"] else "process group + subreaper sweep of descendants",
             "network": "network namespace (no interfaces)" if p["netns"] else "python-level socket block (best effort)",
             "user_namespace": p["userns"],
             "readonly_root": p["readonly_root"] or p["minimal_root"],
@@ -354,7 +396,8 @@ class Worker:
             "proc_mounted": p["fresh_proc"] or not p["minimal_root"],
             "fork_path": "jailed worker: one fork per program" if p.get("jail") else "intermediate process per program",
             "uid": p["setuid"] if p["setuid"] is not None else ("mapped user in own user namespace" if p["userns"] else os.getuid()),
-            "nproc_limit_enforced": bool(p["setuid"] is not None or p["userns"]),
+            # Root's own processes are exempt from RLIMIT_NPROC, also when mapped to root in a user namespace.
+            "nproc_limit_enforced": bool(p["setuid"] is not None or (p["userns"] and os.getuid() != 0)),
             "rlimits": ["AS", "CPU", "FSIZE", "NPROC", "NOFILE", "CORE"],
         }
 
@@ -452,26 +495,11 @@ class Worker:
                 os.kill(pid_b, signal.SIGKILL)  # pid-ns init: the kernel kills the whole namespace
             except ProcessLookupError:
                 pass
-        if not plan["ns"] and pid_a is not None:
+        if not plan["ns"] and pid_b is not None:
             try:
-                os.killpg(pid_a, signal.SIGKILL)
+                os.killpg(pid_b, signal.SIGKILL)  # B's group; A then sweeps the detached rest
             except (ProcessLookupError, PermissionError):
                 pass
-            if plan["setuid"] is not None:
-                self._kill_uid(plan["setuid"])
-
-    @staticmethod
-    def _kill_uid(uid: int) -> None:
-        """Kill every process of a slot uid (catches detached children without a pid namespace)."""
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
 
     def _supervise(self, pid_a, pid_b, pidfd, out_r, err_r, res_r, rep_w, stat_r, limits, plan, start, relay) -> dict:
         sel = selectors.DefaultSelector()
@@ -618,6 +646,7 @@ class Worker:
 
 def main() -> None:
     cmd_in, cmd_out, slot, uid = (int(x) for x in sys.argv[1:5])
+    mode = sys.argv[6] if len(sys.argv) > 6 else "auto"
     iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the worker dies with the pool's process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the trainer is handled by the parent
     for name in PRELOAD:
@@ -632,7 +661,7 @@ def main() -> None:
             pass
     import densecode.sandbox._child  # noqa: F401 - warm for the forked children
 
-    Worker(cmd_in, cmd_out, slot, uid).serve()
+    Worker(cmd_in, cmd_out, slot, uid, mode).serve()
 
 
 if __name__ == "__main__":

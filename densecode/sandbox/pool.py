@@ -94,7 +94,15 @@ class SandboxPool:
     different threads are served one after another.
     """
 
-    def __init__(self, max_workers: int | None = None, limits: Limits | None = None, preload: tuple[str, ...] = ()):
+    ISOLATION_MODES = ("auto", "jail", "namespaces", "userns", "none")
+
+    def __init__(self, max_workers: int | None = None, limits: Limits | None = None, preload: tuple[str, ...] = (),
+                 isolation: str = "auto"):
+        """`isolation`: auto picks the strongest mechanism that works here (see `protections`);
+        the others force one (mainly for tests). `preload`: modules workers import once (e.g. "numpy")."""
+        if isolation not in self.ISOLATION_MODES:
+            raise ValueError(f"SandboxPool(isolation={isolation!r}): choose one of {', '.join(self.ISOLATION_MODES)}")
+        self.isolation = isolation
         self.max_workers = max(1, int(max_workers or os.cpu_count() or 1))
         self.limits = limits or Limits()
         self.preload = tuple(preload)
@@ -143,7 +151,7 @@ class SandboxPool:
         debug = os.environ.get("DENSECODE_SANDBOX_DEBUG") == "1"
         popen = subprocess.Popen(
             [sys.executable, "-I", "-c", _BOOT, str(p2w_r), str(w2p_w), str(slot), str(self.uid_base + slot % 256),
-             ",".join(self.preload)],
+             ",".join(self.preload), self.isolation],
             pass_fds=(p2w_r, w2p_w),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
