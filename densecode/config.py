@@ -136,6 +136,21 @@ class TrainingConfig:
 
 
 @dataclass
+class SandboxConfig:
+    """Limits and size of the process-wide sandbox pool (densecode.sandbox.configure_default_pool)."""
+
+    workers: int = 0  # 0 = os.cpu_count()
+    isolation: str = "auto"  # auto | jail | namespaces | userns | none (auto: strongest that works here)
+    # 5 s wall per program: every MBPP reference solution but task 123 finishes well inside it.
+    timeout_s: float = 5.0
+    cpu_s: float = 5.0
+    memory_mb: int = 1024  # address space (RLIMIT_AS); numpy alone maps ~300 MB
+    max_procs: int = 16
+    file_size_mb: int = 16
+    output_bytes: int = 1048576  # stdout+stderr kept per program; more kills it (output_limit)
+
+
+@dataclass
 class DensecodeConfig:
     domain: str = "robotics"  # robotics | code | <custom sim domain>
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -144,6 +159,7 @@ class DensecodeConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainingConfig = field(default_factory=TrainingConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     # Task source options (domain-specific): e.g. {"path": "tasks.jsonl"} or {"simulator": "module:Class"}.
     tasks: dict[str, Any] = field(default_factory=dict)
 

@@ -257,8 +257,20 @@ def test_batch_deadline(pool):
     assert after.outcome == "passed"
 
 
-def test_default_pool_is_shared():
+def test_default_pool_is_shared_and_configurable():
+    from densecode.config import load_config
+    from densecode.errors import DensecodeError
+    from densecode.sandbox import configure_default_pool
+
     assert get_default_pool() is get_default_pool()
+    cfg = load_config(None, ["sandbox.workers=1", "sandbox.timeout_s=1.5"]).sandbox
+    configure_default_pool(cfg)
+    pool = get_default_pool()
+    assert pool.max_workers == 1 and pool.limits.timeout_s == 1.5
+    [r] = pool.run([AssertJob("x = 2", ["assert x == 2"])])
+    assert r.outcome == "passed"
+    with pytest.raises(DensecodeError, match="sandbox.isolation"):
+        configure_default_pool(load_config(None, ["sandbox.isolation=vm"]).sandbox)
 
 
 def test_protections_reported(pool):

@@ -20,9 +20,10 @@ from densecode.sandbox.jobs import (
     Limits,
     StdioJob,
 )
-from densecode.sandbox.pool import SandboxError, SandboxPool, get_default_pool
+from densecode.sandbox.pool import SandboxError, SandboxPool, configure_default_pool, get_default_pool, pool_from_config
 
 __all__ = [
     "API_OUTCOMES", "OUTCOMES", "ApiError", "ApiHandler", "ApiJob", "ApiRunResult", "AssertJob",
-    "FunctionCallJob", "JudgeResult", "Limits", "SandboxError", "SandboxPool", "StdioJob", "get_default_pool",
+    "FunctionCallJob", "JudgeResult", "Limits", "SandboxError", "SandboxPool", "StdioJob", "configure_default_pool",
+    "get_default_pool", "pool_from_config",
 ]
