@@ -199,6 +199,7 @@ pre.resp{font:13px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;whit
 .tok{border-radius:2px;cursor:default}
 .tok:hover{outline:1px solid #333}
 .tok.prose{font-style:italic;color:#6b7280}
+.tok.nl::before{content:"\\21B5";font-size:10px;opacity:.4}
 .tok.empty{display:inline-block;width:5px;height:1.1em;vertical-align:text-bottom;border:1px dotted #999}
 .diags{font-size:12px;margin:4px 0 0;padding-left:18px}
 .diags code{background:#eef1f5;padding:0 3px;border-radius:3px}
@@ -279,7 +280,7 @@ def _sample_html(k: int, rec: dict, scale: float, comps: list[str]) -> tuple[str
         v = total[t]
         a = min(abs(v) / scale, 1.0) * 0.85 if scale else 0.0
         bg = f"rgba(220,38,38,{a:.3f})" if v < 0 else f"rgba(22,163,74,{a:.3f})"
-        cls = "tok" + ("" if code else " prose") + ("" if text else " empty")
+        cls = "tok" + ("" if code else " prose") + ("" if text else " empty") + (" nl" if text.startswith("\n") else "")
         parts.append(f'<span class="{cls}" data-s="{k}" data-t="{t}" data-sel="{v}" style="background-color:{bg}" '
                      f'data-tip="{html.escape(chr(10).join(lines), quote=True)}">{html.escape(text)}</span>')
     if shown < len(resp):

@@ -175,7 +175,8 @@ class LintComponent(RewardComponent):
         n_response = 0
         for d in diagnostics:
             code = d.get("code")
-            if not code:  # Ruff's invalid-syntax diagnostics have no rule code
+            if not code or code == "invalid-syntax" or d.get("name") == "invalid-syntax":
+                # Ruff's syntax errors: the syntax component's to punish (counted twice otherwise).
                 if self.skip_syntax_errors:
                     continue
                 code = "invalid-syntax"
