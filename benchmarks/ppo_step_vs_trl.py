@@ -20,6 +20,7 @@ What differs by design (printed with the results):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -75,7 +76,8 @@ def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int
     trainer = PPOTrainer(args=cfg, processing_class=tok, model=policy, ref_model=ref, reward_model=reward,
                          train_dataset=ds, value_model=value, callbacks=[Clock()])
     start = time.perf_counter()
-    trainer.train()
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):  # TRL prints its log dicts
+        trainer.train()
     times = np.diff([start] + stamps).tolist()
     # TRL generates exactly response_length tokens per row.
     return times, [args.batch * args.length] * len(times)
