@@ -56,6 +56,41 @@ def screenshot(html_path: Path, png_path: Path, width: int, height: int) -> None
             sys.exit(f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}")
 
 
+_SELFTEST = """<script>
+try {
+  // The first code token some lint rule fired on: colour by lint only, then read its tooltip.
+  const s0 = DATA.samples.findIndex(s => (s.raw.lint || []).some(v => v < 0));
+  const t0 = DATA.samples[s0].raw.lint.findIndex(v => v < 0);
+  const el = document.querySelector(`.tok[data-s="${s0}"][data-t="${t0}"]`);
+  const before = el.style.backgroundColor;
+  boxes.forEach(b => { b.checked = b.value === 'lint'; });
+  recolour();
+  const after = el.style.backgroundColor;
+  const out = document.createElement('pre');
+  out.id = 'selftest';
+  out.textContent = 'SELFTEST-OK\\n' + tipText(s0, t0) + '\\nall components: ' + before + ' / lint only: ' + after;
+  document.body.appendChild(out);
+} catch (err) {
+  const out = document.createElement('pre'); out.id = 'selftest'; out.textContent = 'SELFTEST-FAIL ' + err;
+  document.body.appendChild(out);
+}
+</script>"""
+
+
+def js_selftest(html_path: Path) -> str:
+    """Run the page's JS in headless Chromium: recolour by one component, build a tooltip."""
+    probe = html_path.with_name("selftest.html")
+    probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", _SELFTEST + "</body>"), encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="densecode-chromium-") as profile:
+        cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+               "--dump-dom", probe.resolve().as_uri()]
+        dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    probe.unlink()
+    start = dom.find('<pre id="selftest">')
+    return dom[start: dom.find("</pre>", start)] if start >= 0 else "SELFTEST-MISSING"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default="runs/explain-demo")
@@ -89,6 +124,10 @@ def main() -> int:
                            "--title", "densecode reward explorer — MBPP demo"])
     if code != 0:
         return code
+    report = js_selftest(html_path)
+    print("JS self-test:", report.replace('<pre id="selftest">', ""))
+    if "SELFTEST-OK" not in report:
+        return 1
     png = out / "report.png"
     screenshot(html_path, png, args.width, args.height)
     kinds = ", ".join(f"{i}:{it['kind']}" for i, it in enumerate(items))

@@ -104,17 +104,24 @@ def test_explain_page_structure(rollouts, tmp_path):
     assert page.boxes == ["lint", "syntax", "sim", "kl"]
     assert page.rows == 1 + 3 + 1  # header, one per sample, mean
     assert page.external == []  # self-contained
-    assert [len(s["spans"]) for s in page.data["samples"]] == [s.n_tokens for s in samples]
+    assert [len(s["ids"]) for s in page.data["samples"]] == [s.n_tokens for s in samples]
     # Token text, in order, rebuilds each response (shared multi-byte spans render once).
     for k, s in enumerate(samples):
-        shown = "".join(
-            html_unescape_text(text, k, t) for t in range(s.n_tokens))
+        shown = "".join(html_unescape_text(text, k, t) for t in range(s.n_tokens))
         assert shown == s.response
-    # Tooltips carry the rule codes and component values; negative totals are red.
-    s307 = [t for t in page.tokens if "S307" in t["data-tip"]]
-    assert s307 and all("lint" in t["data-tip"] and "sim" in t["data-tip"] for t in s307)
-    neg = [t for t in page.tokens if float(t["data-sel"]) < 0]
-    assert neg and all("rgba(220,38,38" in t["style"] for t in neg)
+    # Tooltip data: every component's raw values and weights, and the diagnostics per token range.
+    d1 = page.data["samples"][1]
+    assert set(d1["raw"]) == {"lint", "syntax", "sim", "kl"} and d1["weights"]["sim"] == 0.8
+    assert np.allclose(d1["total"], batch.total[1], atol=1e-4)
+    s307 = [d for d in d1["diags"] if "S307" in d[2]]
+    assert s307 and samples[1].response[samples[1].token_spans[s307[0][0]][0]:].lstrip().startswith("eval")
+    # Server-side colours: negative totals red, positive green.
+    for tok_attrs in page.tokens:
+        v = page.data["samples"][int(tok_attrs["data-s"])]["total"][int(tok_attrs["data-t"])]
+        if v < -1e-3:
+            assert "rgba(220,38,38" in tok_attrs["style"]
+        elif v > 1e-3:
+            assert "rgba(22,163,74" in tok_attrs["style"]
     assert "robot error in go_to" in text
 
 
@@ -122,7 +129,7 @@ def html_unescape_text(page_text, k, t):
     import html
     import re
 
-    m = re.search(rf'<span class="[^"]*" data-s="{k}" data-t="{t}" [^>]*>(.*?)</span>', page_text, re.S)
+    m = re.search(rf'<span class="[^"]*" data-s="{k}" data-t="{t}"[^>]*>(.*?)</span>', page_text, re.S)
     return html.unescape(m.group(1))
 
 
@@ -156,3 +163,38 @@ def test_explain_scores_generate_output(tiny_model_dir, tok, tmp_path):
     page.feed(out.read_text(encoding="utf-8"))
     assert page.boxes == ["lint", "syntax"]
     assert page.sections == 3
+
+
+def test_explain_picks_the_last_step_by_default(rollouts, tmp_path):
+    path, samples, batch = rollouts
+    write_rollouts(path, samples[:1], batch, step=8)  # appended: a newer step with one sample
+    out = tmp_path / "r.html"
+    assert main(["explain", "--in", str(path), "--out", str(out)]) == 0
+    page = Page()
+    page.feed(out.read_text(encoding="utf-8"))
+    assert page.sections == 1
+    assert main(["explain", "--in", str(path), "--out", str(out), "--step", "all"]) == 0
+    page = Page()
+    page.feed(out.read_text(encoding="utf-8"))
+    assert page.sections == 4
+    assert main(["explain", "--in", str(path), "--out", str(out), "--step", "99"]) == 2
+
+
+@pytest.mark.slow
+def test_page_javascript_in_headless_chromium(rollouts, tmp_path):
+    """Toggling components recolours tokens and tooltips list rule codes (needs Debian's chromium)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    if not shutil.which("chromium"):
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from explain_screenshot import js_selftest
+
+    path, samples, batch = rollouts
+    out = tmp_path / "report.html"
+    assert main(["explain", "--in", str(path), "--out", str(out)]) == 0
+    report = js_selftest(out)
+    assert "SELFTEST-OK" in report
+    assert "lint: " in report and "lint only: rgba(220, 38, 38" in report

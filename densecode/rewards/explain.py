@@ -216,24 +216,35 @@ function colour(v, scale){
   const a = Math.min(Math.abs(v)/scale, 1)*0.85;
   return v < 0 ? `rgba(220,38,38,${a.toFixed(3)})` : `rgba(22,163,74,${a.toFixed(3)})`;
 }
+let SUMS = [];
 function recolour(){
   const on = boxes.filter(b => b.checked).map(b => b.value);
-  const sums = DATA.samples.map(s => s.spans.map((_, t) =>
-     on.reduce((acc, c) => acc + ((s.weighted[c] || [])[t] || 0), 0)));
+  SUMS = DATA.samples.map(s => s.ids.map((_, t) =>
+     on.reduce((acc, c) => acc + (s.weights[c] || 0) * ((s.raw[c] || [])[t] || 0), 0)));
   let scale = 0;
-  sums.forEach(a => a.forEach(v => { scale = Math.max(scale, Math.abs(v)); }));
+  SUMS.forEach(a => a.forEach(v => { scale = Math.max(scale, Math.abs(v)); }));
   document.getElementById('scale').textContent = scale ? scale.toPrecision(3) : '0';
   document.querySelectorAll('.tok').forEach(el => {
-    const v = sums[+el.dataset.s][+el.dataset.t];
-    el.style.backgroundColor = colour(v, scale);
-    el.dataset.sel = v;
+    el.style.backgroundColor = colour(SUMS[+el.dataset.s][+el.dataset.t], scale);
   });
 }
 boxes.forEach(b => b.addEventListener('change', recolour));
+function tipText(k, t){
+  const s = DATA.samples[k];
+  const lines = [`token ${t}: ${JSON.stringify(s.text[t])}  (id ${s.ids[t]})`, `total ${s.total[t].toFixed(3)}`];
+  for(const c of DATA.components){
+    if(!(c in s.raw)) continue;
+    const w = s.weights[c] || 0, r = s.raw[c][t];
+    lines.push(`  ${c.padEnd(7)} ${(w*r >= 0 ? '+' : '') + (w*r).toFixed(3)}  (raw ${r.toFixed(3)} x ${w})`);
+  }
+  for(const [a, b, msg] of s.diags){ if(t >= a && t < b) lines.push(msg); }
+  if(SUMS.length) lines.push(`selected ${SUMS[k][t].toFixed(4)}`);
+  return lines.join('\\n');
+}
 const tip = document.getElementById('tip');
 document.addEventListener('mouseover', e => {
   const el = e.target.closest('.tok'); if(!el){ tip.style.display='none'; return; }
-  tip.textContent = el.dataset.tip + '\\nselected: ' + (+el.dataset.sel).toFixed(4);
+  tip.textContent = tipText(+el.dataset.s, +el.dataset.t);
   tip.style.display = 'block';
 });
 document.addEventListener('mousemove', e => {
@@ -255,34 +266,25 @@ def _sample_html(k: int, rec: dict, scale: float, comps: list[str]) -> tuple[str
     raw = rec["components"]
     regions = rec.get("code_regions", [])
     diags = rec.get("diagnostics", {})
-    # Which diagnostics touch which token (for the tooltip).
-    by_token: dict[int, list[str]] = {}
+    # Which diagnostics touch which tokens (the tooltip lists them): [first, last+1, text].
+    diag_ranges = []
     for comp, items in diags.items():
         for d in items:
             rng = d.get("tokens")
-            if not rng:
-                continue
-            for t in range(rng[0], rng[1]):
-                by_token.setdefault(t, []).append(f"{comp}: {d.get('rule')} {d.get('message', '')}".strip())
+            if rng:
+                diag_ranges.append([int(rng[0]), int(rng[1]), f"{comp}: {d.get('rule')} {d.get('message', '')}".strip()])
     parts = []
     shown = 0  # characters already rendered: shared spans render their character once
     for t, (s, e) in enumerate(spans):
         text = resp[max(s, shown):e] if e > shown else ""
         shown = max(shown, e)
-        code = any(s < re_ and e > rs for rs, re_ in regions) or (s == e and False)
-        lines = [f"token {t}: {resp[s:e]!r}  (id {rec['token_ids'][t] if t < len(rec.get('token_ids', [])) else '?'})",
-                 f"total {_fmt(total[t])}"]
-        for c in comps:
-            if c in raw:
-                w = float(weights.get(c, 0.0))
-                lines.append(f"  {c:7s} {_fmt(w * raw[c][t])}  (raw {raw[c][t]:+.3f} x {w:g})")
-        lines += by_token.get(t, [])
+        code = any(s < re_ and e > rs for rs, re_ in regions)
         v = total[t]
         a = min(abs(v) / scale, 1.0) * 0.85 if scale else 0.0
         bg = f"rgba(220,38,38,{a:.3f})" if v < 0 else f"rgba(22,163,74,{a:.3f})"
         cls = "tok" + ("" if code else " prose") + ("" if text else " empty") + (" nl" if text.startswith("\n") else "")
-        parts.append(f'<span class="{cls}" data-s="{k}" data-t="{t}" data-sel="{v}" style="background-color:{bg}" '
-                     f'data-tip="{html.escape(chr(10).join(lines), quote=True)}">{html.escape(text)}</span>')
+        parts.append(f'<span class="{cls}" data-s="{k}" data-t="{t}" style="background-color:{bg}">'
+                     f"{html.escape(text)}</span>")
     if shown < len(resp):
         parts.append(html.escape(resp[shown:]))
     diag_items = []
@@ -318,7 +320,14 @@ def _sample_html(k: int, rec: dict, scale: float, comps: list[str]) -> tuple[str
             f'<details><summary>prompt</summary><div class="prompt">{html.escape(rec.get("prompt", ""))}</div></details>'
             f'<pre class="resp">{"".join(parts)}</pre>'
             + (f'<ul class="diags">{"".join(diag_items)}</ul>' if diag_items else "") + "</section>")
-    data = {"spans": spans, "weighted": {c: [float(weights.get(c, 0.0)) * x for x in raw[c]] for c in raw}}
+    data = {
+        "ids": rec.get("token_ids") or [None] * len(spans),
+        "text": [resp[a:b] for a, b in spans],
+        "total": [round(float(x), 5) for x in total],
+        "weights": {c: float(weights.get(c, 0.0)) for c in raw},
+        "raw": {c: [round(float(x), 5) for x in raw[c]] for c in raw},
+        "diags": diag_ranges,
+    }
     return body, data
 
 
@@ -395,17 +404,27 @@ def configure(parser) -> None:
     parser.add_argument("--out", required=True, help="HTML file to write")
     parser.add_argument("--model", default=None, help="model whose tokenizer scores a generate output")
     parser.add_argument("--limit", type=int, default=0, help="render only the first N samples (0: all)")
-    parser.add_argument("--step", type=int, default=None, help="only samples of this training step")
+    parser.add_argument("--step", default="last",
+                        help="training step to show: a number, 'last' (default: the newest step in the file) or 'all'")
     parser.add_argument("--title", default="densecode reward explorer")
     add_config_arguments(parser)
 
 
 def run(args) -> int:
     rows = read_jsonl(args.input)
-    if args.step is not None:
-        rows = [r for r in rows if r.get("step") == args.step]
+    steps = [r.get("step") for r in rows if r.get("step") is not None]
+    if args.step != "all" and steps:
+        if args.step == "last":
+            want = max(steps)
+        else:
+            try:
+                want = int(args.step)
+            except ValueError:
+                raise DensecodeError(f"--step must be a number, 'last' or 'all'; got {args.step!r}") from None
+        rows = [r for r in rows if r.get("step") == want]
         if not rows:
-            raise DensecodeError(f"{args.input}: no samples with step {args.step}")
+            raise DensecodeError(f"{args.input}: no samples with step {want} (steps in the file: "
+                                 f"{min(steps)}..{max(steps)})")
     if args.limit:
         rows = rows[: args.limit]
     if all("components" in r for r in rows):
