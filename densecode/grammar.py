@@ -36,6 +36,7 @@ the prompt's last opening code fence, else nothing.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import hashlib
 import json
@@ -175,6 +176,36 @@ _SIMPLIFICATIONS = {
 _PROCESSORS: dict[tuple, object] = {}
 
 
+@contextlib.contextmanager
+def _cached_base_parsers(directory: Path):
+    """Let syncode's uncached LALR builds (whitespace probe, mask store) use a disk cache.
+
+    syncode builds the same LALR tables three times per processor and caches only
+    one; each build takes seconds. Lark validates a cache file against the grammar
+    and options, so one file per (grammar, indenter) variant is safe.
+    """
+    import syncode.grammar_mask.grammar_constrainer as constrainer_module
+    import syncode.mask_store.mask_store as mask_store_module
+    from syncode.parsers import create_base_parser
+
+    def cached(grammar, parser="lalr", indenter=None, cache_filename=None):
+        if cache_filename is None:
+            variant = "indenter" if indenter is not None else "plain"
+            cache_filename = str(directory / "parsers" / f"base_{parser}_{variant}_{grammar.hash()}.pkl")
+            (directory / "parsers").mkdir(parents=True, exist_ok=True)
+        base = create_base_parser(grammar, parser, indenter, cache_filename)
+        if not hasattr(base, "ignore_tokens"):  # Lark restores this only when it compiles
+            base.ignore_tokens = list(base.lexer_conf.ignore)
+        return base
+
+    saved = constrainer_module.create_base_parser, mask_store_module.create_base_parser
+    constrainer_module.create_base_parser = mask_store_module.create_base_parser = cached
+    try:
+        yield
+    finally:
+        constrainer_module.create_base_parser, mask_store_module.create_base_parser = saved
+
+
 def syncode_processor(tokenizer, grammar=None, indent: bool = True):
     """The `SyncodeLogitsProcessor` for (tokenizer, grammar), built once per process.
 
@@ -194,7 +225,7 @@ def syncode_processor(tokenizer, grammar=None, indent: bool = True):
             # syncode reads this module attribute when it builds/loads parser and mask store.
             common.SYNCODE_CACHE = str(directory) + os.sep
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), _cached_base_parsers(directory):
                     warnings.simplefilter("ignore")
                     _PROCESSORS[key] = syncode.SyncodeLogitsProcessor(
                         grammar, tokenizer, mode="grammar_mask", parse_output_only=True, indent=indent
