@@ -512,3 +512,22 @@ def test_sparse_without_dense_kl_puts_everything_on_the_last_token(tok):
     sparse = build_assembler(RewardConfig(mode="sparse", sparse_keep_dense=[]), "robotics", simulator=sim)(samples)
     assert np.all(sparse.total[0][:-1] == 0)
     assert sparse.total[0][-1] == pytest.approx(dense.total[0].sum(), abs=1e-4)
+
+
+def test_robotics_assembler_with_robosim_backend(tok):
+    robosim = pytest.importorskip("robosim")
+    from robosim.tasks import generate_tasks
+
+    task = generate_tasks("train", 1, seed=0)[0]
+    good = sample_of(tok, task.prompt, task.reference, task=task.to_dict())
+    broken_body = "    place('a unicorn')\n" + task.reference
+    bad = sample_of(tok, task.prompt, broken_body, task=task.to_dict())
+    batch = build_assembler(RewardConfig(weights={"kl": 0.0}), "robotics", simulator=robosim.RoboSimBackend())([good, bad])
+    assert batch.outputs["sim"][0].info["sim_score"] == pytest.approx(1.0)
+    assert batch.outputs["lint"][0].info["n_violations"] == 0  # robot API names are builtins here
+    sim_bad = batch.raw["sim"][1]
+    line1 = tokens_of(bad, 4, len("    place('a unicorn')"))
+    later = tokens_of(bad, len("    place('a unicorn')\n") + 4, len(broken_body))
+    # The failing call's line carries the line penalty on top of the (fail) score.
+    assert max(sim_bad[i] for i in line1) < min(sim_bad[i] for i in later)
+    assert any(d["rule"] == "sim-line" for d in batch.outputs["sim"][1].diagnostics)
