@@ -1,0 +1,140 @@
+import json
+
+import pytest
+import torch
+
+from densecode.cli import main
+from densecode.config import ModelConfig
+from densecode.errors import DensecodeError
+from densecode.generation import cut_at_stop, filter_logits, generate
+from densecode.models import load_model_and_tokenizer
+
+PROMPTS = ["def add(a, b):\n", "# Instruction: go to the kitchen and pick up the apple\ndef task_program():\n", "x ="]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return load_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
+
+
+def test_shapes_order_and_invariants(tiny):
+    model, tok = tiny
+    out = generate(model, tok, PROMPTS, n=2, max_new_tokens=12, temperature=1.0, seed=0, progress=False)
+    assert len(out) == 6
+    assert [g.prompt_index for g in out] == [0, 0, 1, 1, 2, 2]
+    assert [g.sample_index for g in out] == [0, 1, 0, 1, 0, 1]
+    for g in out:
+        assert g.prompt == PROMPTS[g.prompt_index]
+        assert len(g.token_ids) == len(g.logprobs) <= 12
+        assert all(lp <= 0 for lp in g.logprobs)
+        assert g.finish_reason in ("eos", "stop", "length")
+        assert g.completion == tok.decode(g.token_ids, skip_special_tokens=True)
+        assert tok.eos_token_id not in g.token_ids
+        assert g.grammar_verdicts is None
+
+
+def test_seed_reproducible(tiny):
+    model, tok = tiny
+    a = generate(model, tok, PROMPTS, n=2, max_new_tokens=8, seed=3, progress=False)
+    b = generate(model, tok, PROMPTS, n=2, max_new_tokens=8, seed=3, progress=False)
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]
+
+
+def _greedy_reference(model, tok, prompt, steps):
+    ids = tok([prompt], return_tensors="pt")["input_ids"]
+    out = []
+    with torch.no_grad():
+        for _ in range(steps):
+            nxt = int(model(ids).logits[0, -1].argmax())
+            if nxt == tok.eos_token_id:
+                break
+            out.append(nxt)
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return out
+
+
+def test_greedy_batched_with_left_padding_matches_uncached_reference(tiny):
+    model, tok = tiny
+    out = generate(model, tok, PROMPTS, max_new_tokens=10, temperature=0, batch_size=3, progress=False)
+    for g in out:
+        assert g.token_ids == _greedy_reference(model, tok, g.prompt, 10)[: len(g.token_ids)]
+        assert len(g.token_ids) == 10 or g.finish_reason == "eos"
+
+
+def test_logprobs_are_those_of_the_sampling_distribution(tiny):
+    model, tok = tiny
+    for temperature in (1.0, 0.7):
+        (g,) = generate(model, tok, [PROMPTS[0]], max_new_tokens=6, temperature=temperature, seed=1, progress=False)
+        prompt_ids = tok([PROMPTS[0]], return_tensors="pt")["input_ids"]
+        ids = torch.cat([prompt_ids, torch.tensor([g.token_ids])], dim=1)
+        with torch.no_grad():
+            logits = model(ids).logits[0, prompt_ids.shape[1] - 1 : -1] / temperature
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None]).squeeze(-1)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+
+
+def test_top_k_top_p_filtering():
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
+    assert torch.isinf(filter_logits(logits, 2, 1.0)).tolist() == [[False, False, True, True]]
+    probs = torch.softmax(logits, -1)  # 0.64, 0.24, 0.09, 0.03
+    kept = ~torch.isinf(filter_logits(logits, 0, 0.8))
+    assert kept.tolist() == [[True, True, False, False]]
+    assert probs[0, 0] < 0.8
+
+
+def test_stop_strings_cut_text_and_tokens_consistently(tiny):
+    model, tok = tiny
+    (full,) = generate(model, tok, [PROMPTS[1]], max_new_tokens=24, temperature=0, progress=False)
+    text = full.completion
+    assert len(text) > 6
+    stop = text[3:5]
+    (g,) = generate(model, tok, [PROMPTS[1]], max_new_tokens=24, temperature=0, stop=[stop], progress=False)
+    assert g.finish_reason == "stop"
+    assert stop not in g.completion
+    assert g.completion == tok.decode(g.token_ids, skip_special_tokens=True)
+    assert text.startswith(g.completion)
+    assert g.token_ids == full.token_ids[: len(g.token_ids)]
+    assert len(g.logprobs) == len(g.token_ids)
+
+
+def test_cut_at_stop_keeps_tokens_before_the_stop(tiny):
+    _, tok = tiny
+    ids = tok("x = 1\n# done\ny = 2")["input_ids"]
+    text = tok.decode(ids)
+    kept = cut_at_stop(tok, ids, text.index("\n#"))
+    kept_text = tok.decode(kept)
+    assert "\n#" not in kept_text and kept_text.startswith("x = 1")
+    assert text.startswith(kept_text)
+
+
+def test_bad_arguments(tiny):
+    model, tok = tiny
+    with pytest.raises(DensecodeError, match="grammar"):
+        generate(model, tok, PROMPTS, grammar="strict", progress=False)
+    with pytest.raises(DensecodeError):
+        generate(model, tok, PROMPTS, n=0, progress=False)
+
+
+def test_cli_writes_records(tiny_model_dir, tmp_path, capsys):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": p, "task_id": i}) for i, p in enumerate(PROMPTS)) + "\n")
+    out = tmp_path / "out" / "gen.jsonl"
+    code = main(["generate", "--model", str(tiny_model_dir), "--prompts", str(prompts), "--n", "2",
+                 "--max-new-tokens", "5", "--temperature", "0.8", "--out", str(out), "--no-progress"])
+    assert code == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 6
+    for key in ("prompt", "completion", "token_ids", "logprobs", "grammar_verdicts", "finish_reason"):
+        assert key in records[0]
+    assert "wrote 6 completions" in capsys.readouterr().err
+
+    text_prompts = tmp_path / "prompts.txt"
+    text_prompts.write_text("x = 1\ny =\n")
+    assert main(["generate", "--model", str(tiny_model_dir), "--prompts", str(text_prompts),
+                 "--max-new-tokens", "3", "--out", str(out), "--no-progress"]) == 0
+    assert [json.loads(line)["prompt"] for line in out.read_text().splitlines()] == ["x = 1", "y ="]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "x"}\n{"text": "no prompt field"}\n')
+    assert main(["generate", "--model", str(tiny_model_dir), "--prompts", str(bad), "--out", str(out)]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
