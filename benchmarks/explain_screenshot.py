@@ -51,7 +51,7 @@ def screenshot(html_path: Path, png_path: Path, width: int, height: int) -> None
                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
                "--hide-scrollbars", f"--screenshot={png_path}", f"--window-size={width},{height}",
                html_path.resolve().as_uri()]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0 or not png_path.is_file():
             sys.exit(f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}")
 
@@ -85,7 +85,7 @@ def js_selftest(html_path: Path) -> str:
         cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
                "--dump-dom", probe.resolve().as_uri()]
-        dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+        dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False).stdout
     probe.unlink()
     start = dom.find('<pre id="selftest">')
     return dom[start: dom.find("</pre>", start)] if start >= 0 else "SELFTEST-MISSING"

@@ -129,7 +129,7 @@ def html_unescape_text(page_text, k, t):
     import html
     import re
 
-    m = re.search(rf'<span class="[^"]*" data-s="{k}" data-t="{t}"[^>]*>(.*?)</span>', page_text, re.S)
+    m = re.search(rf'<span class="[^"]*" data-s="{k}" data-t="{t}"[^>]*>(.*?)</span>', page_text, re.DOTALL)
     return html.unescape(m.group(1))
 
 
@@ -192,7 +192,7 @@ def test_page_javascript_in_headless_chromium(rollouts, tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from explain_screenshot import js_selftest
 
-    path, samples, batch = rollouts
+    path = rollouts[0]
     out = tmp_path / "report.html"
     assert main(["explain", "--in", str(path), "--out", str(out)]) == 0
     report = js_selftest(out)

@@ -187,7 +187,8 @@ def test_mbpp_reference_subset_never_negative(tok, shared_data):
     import json
     import os
 
-    rows = [json.loads(line) for line in open(os.path.join(shared_data, "mbpp", "mbpp.jsonl"))][:120]
+    with open(os.path.join(shared_data, "mbpp", "mbpp.jsonl"), encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh][:120]
     comp = SyntaxComponent()
     samples = [sample_of(tok, "Write a function.\n```python\n", r["code"]) for r in rows]
     for r, out in zip(rows, comp(samples)):

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +26,8 @@ def tok(tiny_model_dir):
 
 
 def test_all_mbpp_references_get_no_negative_syntax_token(tok, shared_data):
-    rows = [json.loads(line) for line in open(os.path.join(shared_data, "mbpp", "mbpp.jsonl"))]
+    with open(os.path.join(shared_data, "mbpp", "mbpp.jsonl"), encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
     assert len(rows) == 974
     comp = SyntaxComponent()
     for prompt in ("Write a function.\n```python\n", "Write a function.\n"):
@@ -43,7 +45,7 @@ def test_stdlib_sample_gets_no_negative_syntax_token(tok):
     assert len(files) >= 20
     comp = SyntaxComponent()
     for f in files:
-        src = open(f, encoding="utf-8").read()
+        src = Path(f).read_text(encoding="utf-8")
         s = make_sample("```python\n", tok(src, add_special_tokens=False)["input_ids"], tok)
         assert s.response == src
         assert comp([s])[0].values.min() >= 0, f

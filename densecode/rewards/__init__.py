@@ -25,7 +25,14 @@ from densecode.rewards.base import (
     SimFeedback,
     SimulatorBackend,
 )
-from densecode.rewards.sample import ProgramMap, Sample, find_code_regions, make_sample, program_of, token_spans_for
+from densecode.rewards.sample import (
+    ProgramMap,
+    Sample,
+    find_code_regions,
+    make_sample,
+    program_of,
+    token_spans_for,
+)
 
 __all__ = [
     "REGISTRY",

@@ -25,7 +25,12 @@ from typing import Any
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.base import REGISTRY, ComponentOutput, RewardComponent, load_class
+from densecode.rewards.base import (
+    REGISTRY,
+    ComponentOutput,
+    RewardComponent,
+    load_class,
+)
 from densecode.rewards.sample import Sample
 
 _DEFAULT_WEIGHTS = {

@@ -122,7 +122,7 @@ def run_ruff(programs: dict[str, str], select: list[str], ignore: list[str], bui
         if builtins:
             cmd += ["--config", "builtins = " + json.dumps(sorted(set(builtins)))]
         cmd.append(tmp)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         if proc.returncode != 0:
             raise DensecodeError(f"ruff failed (exit {proc.returncode}): {proc.stderr.strip()[:500]}; check reward.components.lint options")
         for d in json.loads(proc.stdout or "[]"):

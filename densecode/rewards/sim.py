@@ -14,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.base import ComponentOutput, RewardComponent, SimFeedback, SimulatorBackend, diag
+from densecode.rewards.base import (
+    ComponentOutput,
+    RewardComponent,
+    SimFeedback,
+    SimulatorBackend,
+    diag,
+)
 from densecode.rewards.sample import Sample, program_of
 
 
