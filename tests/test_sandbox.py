@@ -113,6 +113,8 @@ def test_syntax_error_and_load_time_crash(pool):
     assert syn.outcome == "runtime_error" and syn.exc_type == "SyntaxError" and syn.error_line == 2
     assert crash.outcome == "runtime_error" and crash.exc_type == "KeyError" and crash.error_line == 3
     assert crash.per_test == [False]  # a script that crashes on load passes nothing
+    [vacuous] = pool.run([AssertJob("raise ValueError('no')\n", ["assert True"])])
+    assert vacuous.outcome == "runtime_error" and vacuous.per_test == [False]
 
 
 def test_timeout_keeps_passed_tests(pool):

@@ -266,10 +266,10 @@ def _run_in_a(plan: dict, limits: dict, payload: dict, fds: dict) -> None:
         os.write(fds["stat_w"], f"{pid_b}\n".encode())
         for key in ("out_w", "err_w", "res_w", "rep_r", "stdin"):
             os.close(fds[key])
-        _, status = os.waitpid(pid_b, 0)
+        _, status, usage = os.wait4(pid_b, 0)
         if not plan["ns"]:
             _sweep_descendants()
-        os.write(fds["stat_w"], f"{status}\n".encode())
+        os.write(fds["stat_w"], f"{status} {usage.ru_utime + usage.ru_stime:.4f}\n".encode())
     except BaseException as exc:  # noqa: BLE001
         try:
             os.write(fds["stat_w"], f"setup-error {type(exc).__name__}: {exc}\n".encode())
@@ -518,6 +518,7 @@ class Worker:
         res_cap = max(16 << 20, limits["output_bytes"])
         out_cap = limits["output_bytes"]
         status = None
+        cpu_s = None  # CPU seconds of the program's main process (its own children not included)
         setup_error = None
         killed = None
         open_fds = {out_r, err_r, res_r}
@@ -560,7 +561,8 @@ class Worker:
                     continue
                 fd = key.fd
                 if name == "pidfd":
-                    _, status = os.waitpid(pid_b, 0)
+                    _, status, usage = os.wait4(pid_b, 0)
+                    cpu_s = usage.ru_utime + usage.ru_stime
                     sel.unregister(fd)
                     continue
                 if name == "stat":
@@ -571,7 +573,9 @@ class Worker:
                         elif pid_b is None:
                             pid_b = int(text)
                         else:
-                            status = int(text)
+                            status_text, _, cpu_text = text.partition(" ")
+                            status = int(status_text)
+                            cpu_s = float(cpu_text) if cpu_text else None
                     if stat_reader.eof:
                         sel.unregister(fd)
                         open_fds.discard(fd)
@@ -624,6 +628,7 @@ class Worker:
             "stdout": streams["out"].decode("utf-8", errors="replace"),
             "stderr": streams["err"].decode("utf-8", errors="replace"),
             "duration_s": time.monotonic() - start,
+            "cpu_s": cpu_s,
         }
 
     def serve(self) -> None:

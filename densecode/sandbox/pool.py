@@ -456,6 +456,8 @@ def _parse_records(result: dict) -> tuple[list[dict], bool]:
 def _base_outcome(result: dict) -> tuple[str | None, dict]:
     """Outcome decided by how the process ended (before looking at test values)."""
     info: dict = {}
+    if isinstance(result.get("cpu_s"), (int, float)):
+        info["cpu_s"] = round(float(result["cpu_s"]), 4)
     killed = result.get("killed")
     sig, code = _decode_status(result.get("status"))
     if sig:
@@ -569,6 +571,8 @@ def _assemble_assert(tests: list, result: dict) -> JudgeResult:
     if test_errors:
         details["test_errors"] = test_errors
     code_err = _first_error(records, ("code_error",))
+    if code_err is not None:
+        per_test = [False] * len(per_test)  # the program crashed on load: no test ran
     err = code_err or (errors[min(errors)] if errors else None)
     done = any(r["t"] == "done" for r in records)
     setup_err = _first_error(records, ("setup_error",))
