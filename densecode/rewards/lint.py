@@ -108,13 +108,15 @@ def run_ruff(programs: dict[str, str], select: list[str], ignore: list[str], bui
     results: dict[str, list[dict]] = {name: [] for name in programs}
     if not programs:
         return results
-    with tempfile.TemporaryDirectory(prefix="densecode-lint-") as tmp:
-        by_path = {}
+    # A tmpfs when there is one: creating hundreds of small files on an overlay disk
+    # costs more than Ruff itself.
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="densecode-lint-", dir=shm) as tmp:
+        by_file = {}
         for name, text in programs.items():
-            path = os.path.join(tmp, f"{name}.py")
-            with open(path, "w", encoding="utf-8", newline="", errors="surrogatepass") as fh:
+            with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8", newline="", errors="surrogatepass") as fh:
                 fh.write(text)
-            by_path[os.path.realpath(path)] = name
+            by_file[f"{name}.py"] = name
         cmd = [ruff_binary(), "check", "--no-cache", "--isolated", "--exit-zero", "--output-format", "json",
                "--select", ",".join(select), "--target-version", target_version, "--line-length", str(line_length)]
         if ignore:
@@ -126,7 +128,7 @@ def run_ruff(programs: dict[str, str], select: list[str], ignore: list[str], bui
         if proc.returncode != 0:
             raise DensecodeError(f"ruff failed (exit {proc.returncode}): {proc.stderr.strip()[:500]}; check reward.components.lint options")
         for d in json.loads(proc.stdout or "[]"):
-            name = by_path.get(os.path.realpath(d.get("filename", "")))
+            name = by_file.get(os.path.basename(d.get("filename", "")))
             if name is not None:
                 results[name].append(d)
     return results
