@@ -532,3 +532,10 @@ def test_robotics_assembler_with_robosim_backend(tok):
     # The failing call's line carries the line penalty on top of the (fail) score.
     assert max(sim_bad[i] for i in line1) < min(sim_bad[i] for i in later)
     assert any(d["rule"] == "sim-line" for d in batch.outputs["sim"][1].diagnostics)
+
+
+def test_kl_estimator_from_algo_unless_component_option(tok):
+    asm = build_assembler(RewardConfig(), "code", kl_estimator="k1")
+    assert asm.components["kl"].estimator == "k1"
+    asm = build_assembler(RewardConfig(components={"kl": {"estimator": "k3"}}), "code", kl_estimator="k1")
+    assert asm.components["kl"].estimator == "k3"

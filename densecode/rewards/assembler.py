@@ -164,10 +164,13 @@ def _construct(name: str, cls: type, options: dict[str, Any], extras: dict[str, 
 
 
 def build_assembler(reward_cfg: Any, domain: str, *, simulator: Any = None, sandbox: Any = None,
-                    components: dict[str, RewardComponent] | None = None) -> RewardAssembler:
+                    components: dict[str, RewardComponent] | None = None,
+                    kl_estimator: str | None = None) -> RewardAssembler:
     """Components and weights from the config (`reward_cfg` is a `RewardConfig`).
 
-    `components` lets callers inject ready-made component objects (tests, custom code).
+    `components` lets callers inject ready-made component objects (tests, custom code);
+    `kl_estimator` (e.g. `cfg.algo.kl_estimator`) applies unless
+    `reward.components.kl.estimator` is set.
     """
     weights = effective_weights(reward_cfg, domain)
     options = default_component_options(domain)
@@ -175,6 +178,8 @@ def build_assembler(reward_cfg: Any, domain: str, *, simulator: Any = None, sand
         if not isinstance(opts, dict):
             raise DensecodeError(f"reward.components.{name} must be a mapping of options, got {opts!r}")
         options[name] = {**options.get(name, {}), **opts}
+    if kl_estimator is not None:
+        options["kl"] = {"estimator": kl_estimator, **options.get("kl", {})}
     built: dict[str, RewardComponent] = dict(components or {})
     extras = {"simulator": simulator, "sandbox": sandbox}
     for name in list(weights) + [n for n, o in options.items() if o.get("class")]:
