@@ -502,7 +502,7 @@ class GRPOAlgorithm:
         state: dict[str, Any] = {"generator": self._generator.get_state().tolist()}
         if self.controller is not None:
             state["controller"] = {"stage": self.controller.stage, "history": list(self.controller.history),
-                                   "last_reason": self.controller.last_reason}
+                                   "last_reason": self.controller.last_reason, "baseline": self.controller.baseline}
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -514,3 +514,4 @@ class GRPOAlgorithm:
             self.controller.history.clear()
             self.controller.history.extend(c["history"])
             self.controller.last_reason = c.get("last_reason", "resumed")
+            self.controller.baseline = c.get("baseline")

@@ -8,21 +8,25 @@ a fixed one and that continuous ramps destabilise training. The rule here:
   one of the stage values: it jumps, it never ramps, and it never goes down.
 * Early raise: after every step the controller records the rollout diversity
   (distinct-4 ratio by default, see `densecode.rl.diversity`) and keeps
-      level = mean of the last `window` values,
-      trend = least-squares slope of the last `window` values (per step).
+      level    = mean of the last `window` values,
+      trend    = least-squares slope of the last `window` values (per step),
+      baseline = the level of the first full window at the current stage.
   With a full window, it moves to the next stage at once when
-      level < floor        (the policy has collapsed onto few outputs), or
-      trend < -min_slope   (diversity keeps falling).
+      level < floor                                   (collapsed onto few outputs), or
+      trend < -min_slope and baseline - level >= min_drop   (diversity keeps falling).
+  Per-step diversity is noisy (different prompts each step: distinct-4 moves by
+  ±0.1 step to step on the embedded model), so "falling" needs both a negative
+  trend and a real drop from where the stage started, not one bad step.
   After any stage change the history is cleared, so the new temperature gets a
-  full window before it can be judged (no cascade of raises).
+  full window (and a new baseline) before it can be judged (no cascade of raises).
 * The temperature chosen for step s is the one the step's samples are drawn
   with, and the trainer recomputes old/new logprobs with logits / T of the same
   T, so the importance ratio compares like with like.
 
 Config (`algo.temperature_schedule`, all optional):
-  stages: [0.6, 1.2]     switch_steps: [140]     floor: 0.35
-  window: 5              min_slope: 0.01         metric: distinct_4
-An empty mapping means "no schedule": the fixed `generation.temperature`.
+  stages: [0.6, 1.2]   switch_steps: [140]   floor: 0.25   window: 8
+  min_slope: 0.0       min_drop: 0.1         metric: distinct_4 (or edit_distance)
+An empty mapping means MicroCoder's defaults above; `{stages: [T]}` is a fixed T.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ import numpy as np
 DEFAULTS: dict[str, Any] = {
     "stages": [0.6, 1.2],
     "switch_steps": [140],
-    "floor": 0.35,
-    "window": 5,
-    "min_slope": 0.01,
+    "floor": 0.25,
+    "window": 8,
+    "min_slope": 0.0,
+    "min_drop": 0.1,
     "metric": "distinct_4",
 }
 
@@ -50,10 +55,12 @@ class TemperatureController:
     floor: float = DEFAULTS["floor"]
     window: int = DEFAULTS["window"]
     min_slope: float = DEFAULTS["min_slope"]
+    min_drop: float = DEFAULTS["min_drop"]
     metric: str = DEFAULTS["metric"]
     stage: int = 0
     last_reason: str = "start"
     history: deque = field(default_factory=deque)
+    baseline: float | None = None
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -82,6 +89,7 @@ class TemperatureController:
             floor=float(merged["floor"]),
             window=int(merged["window"]),
             min_slope=float(merged["min_slope"]),
+            min_drop=float(merged["min_drop"]),
             metric=str(merged["metric"]),
         )
 
@@ -113,18 +121,23 @@ class TemperatureController:
         self.history.append(float(diversity))
         while len(self.history) > self.window:
             self.history.popleft()
-        if len(self.history) == self.window and self.stage < len(self.stages) - 1:
+        if len(self.history) == self.window:
             level, trend = self.level(), self.trend()
-            if level < self.floor:
-                self._advance(self.stage + 1, f"diversity level {level:.3f} < floor {self.floor}")
-            elif trend < -self.min_slope:
-                self._advance(self.stage + 1, f"diversity falling ({trend:+.4f}/step over {self.window} steps)")
+            if self.baseline is None:
+                self.baseline = level
+            if self.stage < len(self.stages) - 1:
+                if level < self.floor:
+                    self._advance(self.stage + 1, f"diversity level {level:.3f} < floor {self.floor}")
+                elif trend < -self.min_slope and self.baseline - level >= self.min_drop:
+                    self._advance(self.stage + 1, f"diversity falling ({trend:+.4f}/step over {self.window} steps, "
+                                                  f"level {level:.3f} vs {self.baseline:.3f} at stage start)")
         return self.temperature
 
     def _advance(self, stage: int, reason: str) -> None:
         self.stage = min(stage, len(self.stages) - 1)
         self.last_reason = reason
         self.history.clear()
+        self.baseline = None
 
     def state(self) -> dict[str, float]:
         return {
