@@ -449,6 +449,33 @@ def _alt_wrapper(entry: str, canonical: str, alt_src: str, atol: float) -> str:
     )
 
 
+# Long list/tuple outputs are compared by a digest computed in the child: Mbpp/255's
+# reference returns up to 1.66 M tuples for one input (240 MB of JSON over its inputs),
+# far past what crosses the sandbox boundary (16 MB of records per program). Exact
+# equality is kept: same type, length and element reprs in order (an integral float
+# element hashes like the int, as 2.0 == 2). Float lists are left alone: they compare
+# with atol, as EvalPlus does.
+DIGEST_MIN_LEN = 1000
+
+_DIGEST_HELPER = (
+    "\n\ndef __densecode_digest__(out):\n"
+    f"    if type(out) in (list, tuple) and len(out) > {DIGEST_MIN_LEN} and not all(type(x) is float for x in out):\n"
+    "        import hashlib\n"
+    "        h = hashlib.sha256()\n"
+    "        for x in out:\n"
+    "            if type(x) is float and x.is_integer() and abs(x) < 2 ** 53:\n"
+    "                x = int(x)\n"
+    "            h.update(repr(x).encode('utf-8', 'surrogatepass'))\n"
+    "            h.update(b'\\x00')\n"
+    "        return ('__densecode_digest__', type(out).__name__, len(out), h.hexdigest())\n"
+    "    return out\n"
+)
+
+
+def _plain_wrapper(entry: str) -> str:
+    return _DIGEST_HELPER + f"\n\ndef {ENTRY_WRAPPER}(*args):\n    return __densecode_digest__({entry}(*args))\n"
+
+
 def evalplus_job_code(task: CodeTask, code: str, reference: bool) -> tuple[str, str]:
     """(code, entry point to call) for a candidate or the reference, with any special oracle."""
     entry = task.entry_point
@@ -458,9 +485,7 @@ def evalplus_job_code(task: CodeTask, code: str, reference: bool) -> tuple[str, 
         return code + _not_none_wrapper(entry, reference), ENTRY_WRAPPER
     if entry in ALT_ORACLE_TASKS and not reference:
         return code + _alt_wrapper(entry, task.canonical, ALT_ORACLE_TASKS[entry], task.atol), ENTRY_WRAPPER
-    if entry in ALT_ORACLE_TASKS:
-        return code + f"\n\ndef {ENTRY_WRAPPER}(*args):\n    return {entry}(*args)\n", ENTRY_WRAPPER
-    return code, entry
+    return code + _plain_wrapper(entry), ENTRY_WRAPPER
 
 
 # ------------------------------------------------------------------ judging

@@ -1,0 +1,365 @@
+"""Run every densecode benchmark script and write one results table: benchmarks/RESULTS.md.
+
+    .venv/bin/python benchmarks/run_all.py --quick              # <= 10 minutes on 2 cores
+    .venv/bin/python benchmarks/run_all.py                      # full budgets (the scripts' defaults)
+    .venv/bin/python benchmarks/run_all.py --only sandbox_throughput robosim_throughput
+    .venv/bin/python benchmarks/run_all.py --update-readme      # RESULTS.md table -> README.md (no runs)
+    .venv/bin/python benchmarks/run_all.py --list
+
+Convention for benchmark scripts (machine-readable figures)
+-----------------------------------------------------------
+run_all starts each script as a subprocess with the environment variable
+DENSECODE_BENCH_JSON set to a file path (scripts may also accept `--json PATH`
+for use by hand). A script that supports the convention writes to that path a
+JSON list of records, one per figure it measured:
+
+    {"figure": "programs/s, MBPP references",  # what was measured
+     "value": 52.3,                             # densecode's number
+     "unit": "programs/s",
+     "baseline": "one python subprocess per program",  # what it is compared with (or null)
+     "baseline_value": 9.8,                     # the baseline's number (or null)
+     "ratio": 5.34,                             # value / baseline_value, or the script's stated ratio
+     "note": "971/974 passed"}                  # optional, short
+
+and still prints its figures for humans. Scripts are also asked for a small
+budget with `--quick` when the script mentions that flag and run_all has no
+quick arguments of its own for it (BENCHES below). A script that writes no records still gets
+a row: its exit status and the last line it printed. A script that is missing
+gets a "not available" row; one that fails or runs out of time gets a row
+saying so; run_all itself never crashes on a benchmark.
+
+Results are kept in benchmarks/RESULTS.json (all records, merged with earlier
+runs of benchmarks not re-run now) and rendered to benchmarks/RESULTS.md: one
+table with each figure, its baseline, the ratio, the machine, the date and
+the command. `--update-readme` copies that table into README.md between the
+markers `<!-- results:start -->` and `<!-- results:end -->`, so the README's
+performance numbers are never typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "benchmarks"
+RESULTS_MD = BENCH_DIR / "RESULTS.md"
+RESULTS_JSON = BENCH_DIR / "RESULTS.json"
+README = ROOT / "README.md"
+LOG_DIR = ROOT / "runs" / "bench" / "logs"
+MARK_START = "<!-- results:start -->"
+MARK_END = "<!-- results:end -->"
+QUICK_BUDGET_S = 600
+ENV_JSON = "DENSECODE_BENCH_JSON"
+
+
+@dataclass
+class Bench:
+    name: str
+    what: str
+    quick_args: list[str] = field(default_factory=list)  # used in --quick (plus --quick if the script has it)
+    full_args: list[str] = field(default_factory=list)
+    quick_timeout_s: int = 60  # share of the 10-minute quick budget
+    full_timeout_s: int = 3600
+
+    @property
+    def script(self) -> Path:
+        return BENCH_DIR / f"{self.name}.py"
+
+
+# Quick budgets sum to <= QUICK_BUDGET_S; each script also gets at most the time left.
+BENCHES = [
+    Bench("syncode_overhead", "SynCode logits processor: generation overhead vs unconstrained",
+          quick_timeout_s=80),
+    Bench("sandbox_throughput", "sandbox pool vs one fresh python per program (MBPP references)",
+          quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70),
+    Bench("reward_throughput", "dense reward assembly: samples/s",
+          quick_args=["--n", "64", "--repeats", "1"], quick_timeout_s=50),
+    Bench("robosim_throughput", "RoboSim: programs judged per second",
+          quick_args=["--tasks", "100"], quick_timeout_s=50),
+    Bench("ppo_step_vs_trl", "densecode PPO step vs TRL PPOTrainer",
+          quick_args=["--rounds", "1", "--steps", "3", "--batch", "8", "--length", "32"], quick_timeout_s=80),
+    Bench("grpo_vs_trl", "densecode GRPO step vs TRL GRPOTrainer",
+          quick_args=["--steps", "3", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "32",
+                      "--repeats", "1"], quick_timeout_s=80),
+    Bench("dense_vs_sparse", "dense per-token rewards vs the same rewards on the last token",
+          quick_args=["--seeds", "0", "--steps", "6", "--eval-every", "3", "--eval-tasks", "20",
+                      "--out", "runs/bench/quick/dense_vs_sparse"], quick_timeout_s=95),
+    Bench("optimizers", "PPO-dense vs GRPO vs MicroCoder-GRPO, equal budgets",
+          quick_args=["--steps", "4", "--eval-every", "2", "--eval-tasks", "20", "--variants", "ppo-dense,microcoder",
+                      "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=95),
+]
+BY_NAME = {b.name: b for b in BENCHES}
+
+
+# ------------------------------------------------------------------ machine and records
+
+
+def machine_description() -> str:
+    """e.g. 'Linux x86_64, 2 CPUs (Intel Xeon ...), no GPU'."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = "no GPU"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10)
+        names = [n.strip() for n in out.stdout.splitlines() if n.strip()]
+        if out.returncode == 0 and names:
+            gpu = f"{len(names)}x {names[0]}"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}), {gpu}"
+
+
+def _clean_number(value):
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def read_records(path: Path, bench: str) -> list[dict]:
+    """The script's JSON records, validated; [] when it wrote none."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        return [{"figure": "(malformed JSON records)", "value": None, "note": str(exc)[:120]}]
+    if isinstance(data, dict):
+        data = data.get("records", [data])
+    records = []
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict) or "figure" not in item:
+            continue
+        records.append({
+            "figure": str(item["figure"]),
+            "value": _clean_number(item.get("value")),
+            "unit": str(item.get("unit") or ""),
+            "baseline": item.get("baseline"),
+            "baseline_value": _clean_number(item.get("baseline_value")),
+            "ratio": _clean_number(item.get("ratio")),
+            "note": str(item.get("note") or "")[:200],
+        })
+    return records
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _script_has_quick(script: Path) -> bool:
+    try:
+        return "--quick" in script.read_text()
+    except OSError:
+        return False
+
+
+def run_bench(bench: Bench, quick: bool, time_left_s: float, python: str) -> list[dict]:
+    """Run one script; always returns at least one record (a status row when it gave no figures)."""
+    base = {"benchmark": bench.name, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+    if not bench.script.is_file():
+        return [{**base, "figure": bench.what, "value": None, "status": "not available",
+                 "note": f"benchmarks/{bench.name}.py does not exist yet", "command": ""}]
+    args = list(bench.quick_args if quick else bench.full_args)
+    # A script's own --quick is used only where run_all picks no budget for it (it may override those).
+    if quick and not bench.quick_args and _script_has_quick(bench.script):
+        args.insert(0, "--quick")
+    command = [python, str(bench.script.relative_to(ROOT)), *args]
+    shown = " ".join(shlex.quote(c) for c in [".venv/bin/python" if c == python else c for c in command])
+    timeout = min(bench.quick_timeout_s if quick else bench.full_timeout_s, max(1.0, time_left_s))
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = LOG_DIR / f"{bench.name}.log"
+    with tempfile.TemporaryDirectory() as tmp:
+        json_path = Path(tmp) / "records.json"
+        env = {**os.environ, ENV_JSON: str(json_path), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        start = time.perf_counter()
+        status, output = "ok", ""
+        with open(log_path, "w") as log:
+            try:
+                proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+                try:
+                    code = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)  # the script's own children (sandbox, train runs) go too
+                    proc.wait()
+                    code = None
+            except OSError as exc:
+                code, status = None, f"could not start: {exc}"
+        seconds = time.perf_counter() - start
+        output = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        if code is None and status == "ok":
+            status = f"timed out after {timeout:.0f} s"
+        elif code not in (0, None):
+            status = f"exit {code}"
+        records = read_records(json_path, bench.name)
+    base.update(command=shown, seconds=round(seconds, 1), status=status)
+    if records:
+        return [{**base, **r} for r in records]
+    return [{**base, "figure": bench.what, "value": None,
+             "note": f"no machine-readable figures; last line: {_last_line(output)}", "log": str(log_path.relative_to(ROOT))}]
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _fmt(value) -> str:
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(records: list[dict]) -> str:
+    header = ["benchmark", "figure", "value", "baseline", "baseline value", "ratio", "status / note", "machine",
+              "date", "command"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in records:
+        unit = f" {r['unit']}" if r.get("unit") and r.get("value") is not None else ""
+        ratio = r.get("ratio")
+        note = r.get("status", "ok")
+        if r.get("note"):
+            note = r["note"] if note == "ok" else f"{note}; {r['note']}"
+        cells = [r.get("benchmark", ""), r.get("figure", ""), _fmt(r.get("value")) + unit, r.get("baseline") or "–",
+                 _fmt(r.get("baseline_value")), (_fmt(ratio) + "×") if isinstance(ratio, (int, float)) else "–",
+                 note, r.get("machine", ""), r.get("date", ""), f"`{r['command']}`" if r.get("command") else "–"]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def render_results_md(records: list[dict], mode: str) -> str:
+    return "\n".join([
+        "# densecode performance results",
+        "",
+        f"Generated by `benchmarks/run_all.py{' --quick' if mode == 'quick' else ''}` "
+        "(do not edit by hand; rerun it). Each figure comes with its baseline measured in the same run and the ratio; "
+        "rows without a value are scripts that printed no machine-readable figures (see their log under "
+        "runs/bench/logs/) or are not written yet.",
+        "",
+        render_table(records),
+        "",
+    ])
+
+
+def update_readme(readme: Path | None = None, results_md: Path | None = None) -> None:
+    """Copy the RESULTS.md table into `readme` between the results markers."""
+    readme = readme or README
+    results_md = results_md or RESULTS_MD
+    if not results_md.is_file():
+        raise SystemExit(f"{results_md} does not exist: run benchmarks/run_all.py first")
+    text = readme.read_text()
+    if MARK_START not in text or MARK_END not in text or text.index(MARK_START) > text.index(MARK_END):
+        raise SystemExit(f"{readme} has no '{MARK_START}' ... '{MARK_END}' block: add the two markers where the "
+                         "performance table belongs, then rerun with --update-readme")
+    table = "\n".join(line for line in results_md.read_text().splitlines() if line.startswith("|"))
+    block = f"{MARK_START}\n<!-- generated from benchmarks/RESULTS.md by benchmarks/run_all.py --update-readme -->\n{table}\n{MARK_END}"
+    head, rest = text.split(MARK_START, 1)
+    _, tail = rest.split(MARK_END, 1)
+    readme.write_text(head + block + tail)
+
+
+# ------------------------------------------------------------------ main
+
+
+def load_previous() -> list[dict]:
+    try:
+        data = json.loads(RESULTS_JSON.read_text())
+        return data.get("records", []) if isinstance(data, dict) else []
+    except (OSError, json.JSONDecodeError):
+        return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help=f"small budgets, <= {QUICK_BUDGET_S // 60} minutes in all")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks (others keep earlier rows)")
+    p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    p.add_argument("--update-readme", action="store_true",
+                   help="copy the RESULTS.md table into README.md between the results markers")
+    p.add_argument("--no-run", action="store_true", help="with --update-readme: do not run anything first")
+    p.add_argument("--python", default=sys.executable, help="interpreter for the scripts (default: this one)")
+    args = p.parse_args(argv)
+    if args.list:
+        for b in BENCHES:
+            state = "" if b.script.is_file() else "  (not available yet)"
+            print(f"{b.name:20s} {b.what}{state}")
+        return 0
+    if args.update_readme and (args.no_run or not (args.quick or args.only)):
+        update_readme()
+        print(f"updated {README.relative_to(ROOT)} from {RESULTS_MD.relative_to(ROOT)}")
+        return 0
+    unknown = [n for n in args.only or [] if n not in BY_NAME]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; choose from {', '.join(BY_NAME)}", file=sys.stderr)
+        return 2
+    selected = [BY_NAME[n] for n in args.only] if args.only else BENCHES
+    machine = machine_description()
+    budget = QUICK_BUDGET_S if args.quick else float("inf")
+    start = time.perf_counter()
+    new: list[dict] = []
+    from tqdm import tqdm
+
+    bar = tqdm(selected, desc="benchmarks", unit="script", dynamic_ncols=True)
+    for bench in bar:
+        bar.set_postfix_str(bench.name)
+        left = budget - (time.perf_counter() - start)
+        if left < 5:
+            new.append({"benchmark": bench.name, "figure": bench.what, "value": None, "status": "skipped",
+                        "note": "quick budget used up", "command": "", "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")})
+            continue
+        rows = run_bench(bench, args.quick, left, args.python)
+        for row in rows:
+            row["machine"] = machine
+            row["mode"] = "quick" if args.quick else "full"
+        new.extend(rows)
+        tqdm.write(f"{bench.name}: {rows[0].get('status')} ({rows[0].get('seconds', 0)} s, {len(rows)} figure(s))")
+    bar.close()
+    rerun = {b.name for b in selected}
+    kept = [r for r in load_previous() if r.get("benchmark") not in rerun]
+    order = {b.name: i for i, b in enumerate(BENCHES)}
+    records = sorted(kept + new, key=lambda r: order.get(r.get("benchmark"), len(order)))
+    RESULTS_JSON.write_text(json.dumps({"records": records}, indent=1) + "\n")
+    RESULTS_MD.write_text(render_results_md(records, "quick" if args.quick else "full"))
+    print(render_table(new))
+    print(f"\nwrote {RESULTS_MD.relative_to(ROOT)} and {RESULTS_JSON.relative_to(ROOT)} "
+          f"({time.perf_counter() - start:.0f} s)")
+    if args.update_readme:
+        update_readme()
+        print(f"updated {README.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

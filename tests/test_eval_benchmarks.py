@@ -1,0 +1,87 @@
+"""benchmarks/run_all.py: the JSON-records convention, status rows, RESULTS.md, README markers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture()
+def run_all(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("run_all_under_test", ROOT / "benchmarks" / "run_all.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    bench_dir = tmp_path / "benchmarks"
+    bench_dir.mkdir()
+    (bench_dir / "good.py").write_text(
+        "import json, os\n"
+        "print('pool 50.0 programs/s vs naive 10.0: 5.0x')\n"
+        "json.dump([{'figure': 'programs/s', 'value': 50.0, 'unit': 'programs/s', 'baseline': 'naive',\n"
+        "            'baseline_value': 10.0, 'ratio': 5.0, 'note': '971/974 passed'}],\n"
+        "          open(os.environ['DENSECODE_BENCH_JSON'], 'w'))\n")
+    (bench_dir / "plain.py").write_text("import sys\nprint('quick' if '--quick' in sys.argv else 'full')\nprint('ratio 2.5x')\n")
+    (bench_dir / "broken.py").write_text("raise SystemExit(3)\n")
+    (bench_dir / "slow.py").write_text("import time\ntime.sleep(30)\n")
+    monkeypatch.setattr(module, "ROOT", tmp_path)
+    monkeypatch.setattr(module, "BENCH_DIR", bench_dir)
+    monkeypatch.setattr(module, "RESULTS_MD", bench_dir / "RESULTS.md")
+    monkeypatch.setattr(module, "RESULTS_JSON", bench_dir / "RESULTS.json")
+    monkeypatch.setattr(module, "README", tmp_path / "README.md")
+    monkeypatch.setattr(module, "LOG_DIR", tmp_path / "logs")
+    benches = [
+        module.Bench("good", "good figures"),
+        module.Bench("plain", "prints only"),  # mentions --quick: gets it in quick mode
+        module.Bench("broken", "exits 3"),
+        module.Bench("slow", "sleeps", quick_args=["--x"], quick_timeout_s=2),
+        module.Bench("missing", "not written yet"),
+    ]
+    monkeypatch.setattr(module, "BENCHES", benches)
+    monkeypatch.setattr(module, "BY_NAME", {b.name: b for b in benches})
+    return module
+
+
+def test_run_all_quick_writes_one_table_with_every_status(run_all, tmp_path):
+    (tmp_path / "benchmarks" / "plain.py").write_text(
+        "import sys\n# supports --quick\nprint('quick' if '--quick' in sys.argv else 'full')\n")
+    assert run_all.main(["--quick", "--python", sys.executable]) == 0
+    records = {r["benchmark"]: r for r in json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]}
+    assert records["good"]["value"] == 50.0 and records["good"]["ratio"] == 5.0 and records["good"]["status"] == "ok"
+    assert records["plain"]["value"] is None and "last line: quick" in records["plain"]["note"]
+    assert records["broken"]["status"] == "exit 3"
+    assert records["slow"]["status"].startswith("timed out")
+    assert records["missing"]["status"] == "not available"
+    md = (tmp_path / "benchmarks" / "RESULTS.md").read_text()
+    assert "| good | programs/s | 50.00 programs/s | naive | 10.00 | 5.00× | 971/974 passed |" in md
+    assert "--quick" in md and "CPUs" in md
+    assert md.count("\n| ") == 6  # header + 5 rows: one table
+
+
+def test_run_all_only_keeps_earlier_rows_and_updates_readme(run_all, tmp_path):
+    assert run_all.main(["--only", "good", "broken", "--python", sys.executable]) == 0
+    assert run_all.main(["--only", "good", "--python", sys.executable]) == 0
+    names = [r["benchmark"] for r in json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]]
+    assert names == ["good", "broken"]
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n## Performance\n<!-- results:start -->\nold\n<!-- results:end -->\ntail\n")
+    assert run_all.main(["--update-readme"]) == 0
+    text = readme.read_text()
+    assert "old" not in text and "| good | programs/s |" in text and text.endswith("<!-- results:end -->\ntail\n")
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="results:start"):
+        run_all.main(["--update-readme"])
+
+
+def test_read_records_tolerates_bad_output(run_all, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert run_all.read_records(bad, "x")[0]["figure"] == "(malformed JSON records)"
+    bad.write_text(json.dumps([{"no_figure": 1}, {"figure": "f", "value": "3.5"}]))
+    assert [(r["figure"], r["value"]) for r in run_all.read_records(bad, "x")] == [("f", 3.5)]
+    assert run_all.read_records(tmp_path / "absent.json", "x") == []
