@@ -28,7 +28,9 @@ from __future__ import annotations
 import ast
 import bisect
 import codecs
+import itertools
 import re
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -137,26 +139,34 @@ def _is_byte_level(tokenizer: Any) -> bool:
     return decoder is not None and type(decoder).__name__ == "ByteLevel"
 
 
+# Per tokenizer: token id -> its bytes (filled lazily; vocabularies do not change).
+_BYTE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _token_bytes_byte_level(tokenizer: Any, token_ids: list[int]) -> list[bytes]:
-    table = _unicode_to_byte()
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    added = {}
     try:
-        added = {v: k for k, v in tokenizer.get_added_vocab().items()}
-    except Exception:  # noqa: BLE001 - tokenizers without added vocab
-        added = {}
-    out = []
-    for tid, tok in zip(token_ids, tokenizer.convert_ids_to_tokens(list(token_ids))):
-        if tid in special or tok is None:
-            out.append(b"")
-        elif tid in added:
-            out.append(added[tid].encode("utf-8"))
-        else:
-            try:
-                out.append(bytes(table[c] for c in tok))
-            except KeyError:  # a token outside the byte alphabet: take it literally
-                out.append(tok.encode("utf-8"))
-    return out
+        cache = _BYTE_CACHE.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: no cache
+        cache = {}
+    missing = [t for t in set(token_ids) if t not in cache]
+    if missing:
+        table = _unicode_to_byte()
+        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        try:
+            added = {v: k for k, v in tokenizer.get_added_vocab().items()}
+        except Exception:  # noqa: BLE001 - tokenizers without added vocab
+            added = {}
+        for tid, tok in zip(missing, tokenizer.convert_ids_to_tokens(missing)):
+            if tid in special or tok is None:
+                cache[tid] = b""
+            elif tid in added:
+                cache[tid] = added[tid].encode("utf-8")
+            else:
+                try:
+                    cache[tid] = bytes(table[c] for c in tok)
+                except KeyError:  # a token outside the byte alphabet: take it literally
+                    cache[tid] = tok.encode("utf-8")
+    return [cache[t] for t in token_ids]
 
 
 def spans_from_token_bytes(pieces: list[bytes]) -> tuple[str, list[tuple[int, int]]]:
@@ -164,6 +174,13 @@ def spans_from_token_bytes(pieces: list[bytes]) -> tuple[str, list[tuple[int, in
 
     Invalid UTF-8 becomes U+FFFD exactly as `bytes.decode(errors="replace")` does.
     """
+    try:  # fast path: no token splits a character
+        texts = [p.decode("utf-8") for p in pieces]
+    except UnicodeDecodeError:
+        texts = None
+    if texts is not None:
+        ends = list(itertools.accumulate(len(t) for t in texts))
+        return "".join(texts), list(zip([0] + ends[:-1], ends))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     parts: list[str] = []
     n_chars = 0
