@@ -129,6 +129,29 @@ def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, 
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+MAX_RESAMPLES = 8
+
+
+def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, top_k, top_p, generator):
+    """constrain: redraw tokens the grammar's parser rejects (the mask over-approximates).
+
+    Each rejected token is masked out and the row sampled again from the renormalised
+    distribution, so the recorded log-prob is that of the distribution finally used.
+    """
+    for _ in range(MAX_RESAMPLES):
+        bad = grammar.reject(alive, tokens.tolist())
+        if not bad:
+            break
+        index = torch.tensor(bad, device=logits.device)
+        logits[index, tokens[index]] = float("-inf")
+        index = index[torch.isfinite(logits[index]).any(-1)]
+        if len(index) == 0:
+            break
+        new_tokens, new_logps = _sample(logits[index], temperature, top_k, top_p, generator)
+        tokens[index], logps[index] = new_tokens, new_logps
+    return tokens, logps
+
+
 def _accepts_position_ids(model) -> bool:
     try:
         return "position_ids" in inspect.signature(model.forward).parameters
@@ -188,6 +211,9 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         if grammar is not None:
             logits = grammar.process(alive, logits)
         tokens, logps = _sample(logits, temperature, top_k, top_p, generator)
+        if grammar is not None and grammar.mode == "constrain":
+            tokens, logps = _resample_rejected(grammar, alive, logits, tokens, logps, temperature, top_k, top_p,
+                                               generator)
         verdicts = grammar.observe(alive, tokens.tolist()) if grammar is not None else None
         finished = []
         for b, r in enumerate(alive):

@@ -169,7 +169,8 @@ _SIMPLIFICATIONS = {
     "COMMENT": "#[^\n]*(\r?\n[\t ]*)*",
     "_NL": "(\r?\n[\t ]*|#[^\n]*)+",
     "LONG_STRING": "(?i:(?s:[ubfr]{0,2}(\'\'\'.*?\'\'\'|\"\"\".*?\"\"\")))",
-    "STRING": "(?s:(?i:[ubfr]{0,2}(\".*?\"|\'.*?\')))",
+    # Single-quoted strings cannot hold a raw newline (only an escaped one).
+    "STRING": "(?i:[ubfr]{0,2}(\"(\\\\(.|\\n)|[^\"\\\\\\n])*\"|'(\\\\(.|\\n)|[^'\\\\\\n])*'))",
 }
 
 
@@ -263,6 +264,18 @@ def _fast_parser_class():
                                                                state.value_stack)
             self.next_ac_terminals = self._accepts(self.interactive)
 
+        def _accepts(self, interactive):
+            # The terminals an LALR parser accepts depend only on its state stack; syncode
+            # recomputes them by trial-feeding every terminal to a parser copy, each step.
+            key = tuple(interactive.parser_state.state_stack)
+            cache = self.base_parser.__dict__.setdefault("_densecode_accepts", {})
+            found = cache.get(key)
+            if found is None:
+                if len(cache) > 200_000:
+                    cache.clear()
+                found = cache[key] = frozenset(interactive.accepts())
+            return set(found)
+
         def _store_parser_state(self, pos, lexer_tokens, parser_state, accepts, indent_levels=None):
             cur_ac_terminals = self.next_ac_terminals
             key = self._get_hash(lexer_tokens[:pos + 1])
@@ -316,7 +329,7 @@ def code_is_complete(code: str) -> bool:
 
 
 class _RowState:
-    __slots__ = ("parser", "prefix", "ids", "failed", "fallbacks", "mask", "had_error")
+    __slots__ = ("parser", "prefix", "ids", "failed", "fallbacks", "mask", "had_error", "checked")
 
     def __init__(self, parser, prefix: str):
         self.parser = parser
@@ -326,6 +339,7 @@ class _RowState:
         self.fallbacks = 0
         self.mask: torch.Tensor | None = None  # accept mask for the next token (None: unchecked)
         self.had_error = False
+        self.checked: dict[int, bool] = {}
 
 
 class GrammarProcessor:
@@ -467,35 +481,65 @@ class GrammarProcessor:
             row.failed = True
             if not row.had_error:
                 row.fallbacks += 1
+                logger.debug("no acceptable token after %r (%r)", code[-200:], result)
             return None
         return mask
 
     # -- decoding-loop hooks
 
     def process(self, alive: list[int], logits: torch.Tensor) -> torch.Tensor:
-        """Compute each live row's accept mask; in constrain mode apply it to `logits`."""
+        """constrain: mask each live row's logits with syncode's accept mask (EOS per `ast`)."""
+        if self.mode != "constrain":
+            return logits
         vocab = logits.shape[-1]
         for b, r in enumerate(alive):
             row = self.rows[r]
             row.mask = self._accept_mask(row, vocab)
-            if self.mode == "constrain" and row.mask is not None:
+            row.checked = {}
+            if row.mask is not None:
                 logits[b] = logits[b].masked_fill(~row.mask.to(logits.device), float("-inf"))
         return logits
 
+    def _verify(self, row: "_RowState", tok: int) -> bool | None:
+        """The parser's verdict on appending `tok` (cached per step); None when unchecked."""
+        if row.failed or row.had_error:
+            return None
+        if tok not in row.checked:
+            if tok in self.eos_ids:
+                ok = bool(row.mask[tok]) if row.mask is not None else code_is_complete(self.code(row)[0])
+            else:
+                ok = self.token_is_valid(row, tok)
+            row.checked[tok] = ok
+        return row.checked[tok]
+
+    def reject(self, alive: list[int], tokens: list[int]) -> list[int]:
+        """constrain: batch positions whose sampled token the parser rejects.
+
+        syncode's mask over-approximates (e.g. it lets "J" follow the keyword "in",
+        a dead end); the sampler masks such a token and draws again.
+        """
+        return [b for b, (r, tok) in enumerate(zip(alive, tokens)) if self._verify(self.rows[r], tok) is False]
+
     def observe(self, alive: list[int], tokens: list[int]) -> list[bool | None]:
-        """The verdict for each emitted token, then append it to the row's code."""
+        """The verdict for each emitted token, then append it to the row's code.
+
+        check: syncode's `is_valid` (is code + token a viable prefix?); after a row's
+        first rejected token its code is no longer a valid prefix and later tokens
+        get None. constrain: True unless the row fell back (None) or every resample
+        was rejected (False).
+        """
         verdicts = []
         for r, tok in zip(alive, tokens):
             row = self.rows[r]
-            verdict = None if row.mask is None else bool(row.mask[tok])
-            if verdict is False and self.syncode_fixes and tok not in self.eos_ids:
-                # The mask is built per terminal boundary and misses some multi-terminal
-                # tokens (e.g. "('" after "return "): ask the parser before calling it an error.
-                verdict = self.token_is_valid(row, tok)
+            if self.mode == "constrain" and row.mask is None:
+                verdict = None
+            else:
+                verdict = self._verify(row, tok)
             if verdict is False:
                 row.had_error = True
             verdicts.append(verdict)
             row.ids.append(tok)
+            row.checked = {}
         return verdicts
 
     def end(self) -> list[int]:
@@ -511,10 +555,4 @@ def check_token_ids(tokenizer, prefix: str, token_ids: Iterable[int], *, mode_pr
     """
     processor = mode_processor or GrammarProcessor(tokenizer, "check")
     processor.begin([prefix])
-    vocab = len(tokenizer)
-    verdicts = []
-    for tok in token_ids:
-        row = processor.rows[0]
-        row.mask = processor._accept_mask(row, vocab)
-        verdicts.extend(processor.observe([0], [int(tok)]))
-    return verdicts
+    return [processor.observe([0], [int(tok)])[0] for tok in token_ids]
