@@ -151,11 +151,13 @@ def _token_bytes_byte_level(tokenizer: Any, token_ids: list[int]) -> list[bytes]
     missing = [t for t in set(token_ids) if t not in cache]
     if missing:
         table = _unicode_to_byte()
-        special = set(getattr(tokenizer, "all_special_ids", []) or [])
-        try:
-            added = {v: k for k, v in tokenizer.get_added_vocab().items()}
-        except Exception:  # noqa: BLE001 - tokenizers without added vocab
-            added = {}
+        if "special" not in cache:
+            cache["special"] = set(getattr(tokenizer, "all_special_ids", []) or [])
+            try:
+                cache["added"] = {v: k for k, v in tokenizer.get_added_vocab().items()}
+            except Exception:  # noqa: BLE001 - tokenizers without added vocab
+                cache["added"] = {}
+        special, added = cache["special"], cache["added"]
         for tid, tok in zip(missing, tokenizer.convert_ids_to_tokens(missing)):
             if tid in special or tok is None:
                 cache[tid] = b""
