@@ -17,7 +17,7 @@ Variants (all on configs/robotics*.yaml):
 
     .venv/bin/python benchmarks/optimizers.py --quick            # small budget (~minutes)
     .venv/bin/python benchmarks/optimizers.py --steps 150        # full budget
-Writes <out>/optimizers.png (held-out success curves), <out>/optimizers.md (table)
+Writes <out>/optimizers.png (held-out success and executability curves), <out>/optimizers.md (table)
 and <out>/optimizers.json; the runs stay in <out>/<variant>/.
 """
 
@@ -55,7 +55,8 @@ def success_of(record: dict) -> float | None:
 
 
 def read_run(run_dir: Path) -> dict:
-    curve, train = [], []
+    """Held-out curves: success (task checks pass) and executability (ran without a Python/robot error)."""
+    curve, execs, train = [], [], []
     metrics = run_dir / "metrics.jsonl"
     if metrics.is_file():
         for line in metrics.read_text().splitlines():
@@ -64,9 +65,11 @@ def read_run(run_dir: Path) -> dict:
                 s = success_of(rec)
                 if s is not None:
                     curve.append((int(rec["step"]), s))
+                if "eval/executability" in rec:
+                    execs.append((int(rec["step"]), float(rec["eval/executability"])))
             elif rec.get("kind") == "train":
                 train.append(rec)
-    return {"curve": curve, "train": train}
+    return {"curve": curve, "exec": execs, "train": train}
 
 
 def run_variant(name: str, args, out: Path) -> dict:
@@ -125,16 +128,18 @@ def plot(results: dict, path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for name, res in results.items():
-        if res["curve"]:
-            steps, succ = zip(*res["curve"])
-            ax.plot(steps, succ, marker="o", label=name)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("held-out success rate (greedy)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, label in ((axes[0], "curve", "held-out success rate"),
+                           (axes[1], "exec", "held-out executability (no Python/robot error)")):
+        for name, res in results.items():
+            if res.get(key):
+                steps, vals = zip(*res[key])
+                ax.plot(steps, vals, marker="o", label=name)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(label + " (greedy)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -146,16 +151,15 @@ def train_mean(train: list[dict], key: str, last: int = 5) -> str:
 
 
 def table(results: dict) -> str:
-    lines = ["| variant | held-out success @ step 0 | final | best | train sim score (first 5 / last 5 steps) "
-             "| wall time (s) |", "|---|---|---|---|---|---|"]
+    lines = ["| variant | held-out success: step 0 → final (best) | executability: step 0 → final "
+             "| train sim score: first 5 → last 5 steps | wall time (s) |", "|---|---|---|---|---|"]
     for name, res in results.items():
-        curve = res["curve"]
-        first = f"{curve[0][1]:.3f}" if curve else "n/a"
-        final = f"{curve[-1][1]:.3f} (step {curve[-1][0]})" if curve else "n/a"
-        best = f"{max(s for _, s in curve):.3f}" if curve else "n/a"
+        curve, execs = res["curve"], res.get("exec", [])
+        succ = (f"{curve[0][1]:.3f} → {curve[-1][1]:.3f} ({max(s for _, s in curve):.3f})" if curve else "n/a")
+        ex = f"{execs[0][1]:.3f} → {execs[-1][1]:.3f}" if execs else "n/a"
         train = res.get("train", [])
-        sim = f"{train_mean(train[:5], 'reward/sim/sim_score')} / {train_mean(train, 'reward/sim/sim_score')}"
-        lines.append(f"| {name} | {first} | {final} | {best} | {sim} | {res['wall_s']:.0f} |")
+        sim = f"{train_mean(train[:5], 'reward/sim/sim_score')} → {train_mean(train, 'reward/sim/sim_score')}"
+        lines.append(f"| {name} | {succ} | {ex} | {sim} | {res['wall_s']:.0f} |")
     return "\n".join(lines)
 
 
@@ -193,7 +197,8 @@ def main(argv=None) -> int:
     md = table(results)
     (out / "optimizers.md").write_text(f"{title}\n\n{md}\n")
     (out / "optimizers.json").write_text(json.dumps(
-        {"args": vars(args), "results": {n: {"curve": r["curve"], "wall_s": r["wall_s"]} for n, r in results.items()}},
+        {"args": vars(args), "results": {n: {"success": r["curve"], "executability": r.get("exec", []),
+                                             "wall_s": r["wall_s"]} for n, r in results.items()}},
         indent=2))
     print(f"\n{title}\n\n{md}\n\nwrote {out / 'optimizers.png'}, {out / 'optimizers.md'}")
     return 0
