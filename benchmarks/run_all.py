@@ -21,7 +21,8 @@ JSON list of records, one per figure it measured:
      "ratio": 5.34,                             # value / baseline_value, or the script's stated ratio
      "note": "971/974 passed"}                  # optional, short
 
-and still prints its figures for humans. Scripts are also asked for a small
+and still prints its figures for humans. `densecode.eval.bench_records` has
+`figure(...)` and `emit(records)` helpers that do exactly this. Scripts are also asked for a small
 budget with `--quick` when the script mentions that flag and run_all has no
 quick arguments of its own for it (BENCHES below). A script that writes no records still gets
 a row: its exit status and the last line it printed. A script that is missing

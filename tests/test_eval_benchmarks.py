@@ -85,3 +85,31 @@ def test_read_records_tolerates_bad_output(run_all, tmp_path):
     bad.write_text(json.dumps([{"no_figure": 1}, {"figure": "f", "value": "3.5"}]))
     assert [(r["figure"], r["value"]) for r in run_all.read_records(bad, "x")] == [("f", 3.5)]
     assert run_all.read_records(tmp_path / "absent.json", "x") == []
+
+
+@pytest.mark.slow
+def test_gpu_check_tiny_runs_on_cpu(tmp_path):
+    """benchmarks/gpu_check.sh end to end with GPU_CHECK_TINY=1 (~90 s on 2 cores)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "GPU_CHECK_TINY": "1", "GPU_CHECK_OUT": str(tmp_path / "gpu"), "OMP_NUM_THREADS": "1",
+           "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = (tmp_path / "gpu" / "gpu_check.md").read_text()
+    for phase in ("| generate |", "| reward |", "| update |", "tokens/s (whole step)", "eval-robotics: success pass@1"):
+        assert phase in summary
+
+
+def test_bench_records_helper_round_trips_through_run_all(run_all, tmp_path, monkeypatch):
+    from densecode.eval.bench_records import emit, figure
+
+    monkeypatch.delenv("DENSECODE_BENCH_JSON", raising=False)
+    assert emit([figure("x", 1.0)]) is None  # run by hand: nothing written
+    monkeypatch.setenv("DENSECODE_BENCH_JSON", str(tmp_path / "r.json"))
+    emit([figure("tokens/s", 300, "tok/s", baseline="TRL", baseline_value=100)])
+    emit([figure("no baseline", 2.0, note="n")])
+    records = run_all.read_records(tmp_path / "r.json", "b")
+    assert [(r["figure"], r["ratio"]) for r in records] == [("tokens/s", 3.0), ("no baseline", None)]

@@ -1,11 +1,14 @@
 """Judge agreement with the reference: the benchmarks' own solutions, judged by `densecode eval --canonical`.
 
-MBPP (all 974): 971 pass; 367 and 927 fail upstream (their test_setup_code uses
-`Node` before the solution defines it: NameError). Task 123 needs 2.5 s on a
-quiet core and 9+ s under load, so --canonical uses a 60 s limit per program.
-MBPP+ v0.2.0-derived (378): every canonical solution passes base and plus inputs.
-Timings on this 2-core machine: MBPP ~20 s, MBPP+ ~3 min (see the module docstring of
-densecode/eval/cli.py for the MBPP+ time and memory limits).
+MBPP (all 974): the reference count is 971/974 — tasks 367 and 927 fail upstream
+(their test_setup_code builds trees with `Node` before the solution defines it:
+NameError) and task 123 is slow. densecode's --canonical gives each program 60 s,
+under which 123 (2.5 s on a quiet core here, 9+ s under load) passes: 972/974, the
+same two failures. With a limit below 123's run time (`--timeout 1` here) it is
+971/974 exactly as the reference counts (123: timeout). ~20 s on 2 cores: in CI.
+
+MBPP+ v0.2.0-derived (378): every canonical solution passes its base and plus
+inputs. ~4 min on 2 cores (Mbpp/599's reference alone takes ~60 s): slow-marked.
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ import pytest
 from densecode.cli import main
 
 
-@pytest.mark.slow
-def test_mbpp_canonical_solutions_score_971_of_974(shared_data, tmp_path):
+def test_mbpp_canonical_solutions_agree_with_reference(shared_data, tmp_path):
     data = os.path.join(shared_data, "mbpp", "mbpp.jsonl")
     assert main(["eval", "--benchmark", "mbpp", "--canonical", "--split", "all", "--data", data,
                  "--out", str(tmp_path)]) == 0
@@ -27,8 +29,11 @@ def test_mbpp_canonical_solutions_score_971_of_974(shared_data, tmp_path):
     failed = {t["task_id"]: t["error"] for t in results["tasks"] if t["verdict"] != "pass"}
     assert results["scores"]["tasks"] == 974
     assert sorted(failed) == ["367", "927"], failed
-    assert all("NameError" in e for e in failed.values())
-    assert results["scores"]["MBPP solved"] == 971
+    assert all(e.startswith("NameError") for e in failed.values())
+    assert results["scores"]["MBPP solved"] == 972
+    assert results["settings"]["timeout_s"] == 60.0
+    task_123 = next(t for t in results["tasks"] if t["task_id"] == "123")
+    assert task_123["verdict"] == "pass"  # slow, not wrong
 
 
 @pytest.mark.slow
