@@ -377,3 +377,41 @@ def test_api_handler_bug_is_raised(pool):
         pool.run_api([ApiJob("def task_program():\n    say('x')\n", API, Broken)])
     [r] = pool.run_api([ApiJob("def task_program():\n    say('x')\n", API, Recorder)])
     assert r.outcome == "ok"
+
+
+def test_forked_copy_neither_uses_nor_kills_the_workers(pool):
+    import os
+
+    [r] = pool.run([AssertJob("x = 1", ["assert x == 1"])])
+    pid = os.fork()
+    if pid == 0:  # a DataLoader-style fork of the trainer
+        code = 1
+        try:
+            pool.close()  # must not kill the parent's workers
+            try:
+                pool.run([AssertJob("x = 1", ["assert x == 1"])])
+            except Exception as exc:  # noqa: BLE001
+                code = 0 if "another process" in str(exc) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    [r] = pool.run([AssertJob("x = 1", ["assert x == 1"])])
+    assert r.outcome == "passed"
+
+
+def test_pool_made_in_a_short_lived_thread_survives_it():
+    import threading
+
+    holder = {}
+    t = threading.Thread(target=lambda: holder.setdefault("pool", SandboxPool(max_workers=1)).run(
+        [AssertJob("x = 1", ["assert x == 1"])]))
+    t.start()
+    t.join()
+    p = holder["pool"]
+    try:
+        [r] = p.run([AssertJob("x = 1", ["assert x == 1"])])
+        assert r.outcome == "passed"
+        assert p.stats["workers_replaced"] == 0
+    finally:
+        p.close()

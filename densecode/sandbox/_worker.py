@@ -195,6 +195,8 @@ def _enter_child(plan: dict, limits: dict, fds: dict) -> None:
     elif plan["userns"]:
         iso.drop_all_capabilities()
     iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
+    # Again after the uid change, which clears it: if the worker (or A) dies, this program dies.
+    iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)
     os.environ.clear()
     os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"})
     if not plan["netns"]:
@@ -652,7 +654,8 @@ class Worker:
 def main() -> None:
     cmd_in, cmd_out, slot, uid = (int(x) for x in sys.argv[1:5])
     mode = sys.argv[6] if len(sys.argv) > 6 else "auto"
-    iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the worker dies with the pool's process
+    # No PDEATHSIG here: it fires when the creating *thread* exits, and pools may be made in worker
+    # threads. The worker exits on EOF of its command pipe instead (the pool's process closed or died).
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the trainer is handled by the parent
     for name in PRELOAD:
         try:

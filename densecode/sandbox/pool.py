@@ -110,6 +110,7 @@ class SandboxPool:
         self._lock = threading.RLock()
         self._next_uid = 0
         self._closed = False
+        self._owner_pid = os.getpid()  # a forked copy of this object must never drive (or kill) these workers
         self._reference_cache: collections.OrderedDict = collections.OrderedDict()
         self.stats = {"workers_started": 0, "workers_replaced": 0, "programs": 0}
         # When run as root, programs run as uid uid_base + slot: a range unique to this process, so that
@@ -125,6 +126,8 @@ class SandboxPool:
         self.close()
 
     def close(self) -> None:
+        if os.getpid() != self._owner_pid:
+            return  # we are a forked copy: the workers belong to the parent process
         with self._lock:
             self._closed = True
             for i, w in enumerate(self._workers):
@@ -212,6 +215,9 @@ class SandboxPool:
     def _worker(self, slot: int) -> _WorkerProc:
         if self._closed:
             raise SandboxError("SandboxPool is closed")
+        if os.getpid() != self._owner_pid:
+            raise SandboxError("this SandboxPool was created in another process (before a fork); "
+                               "create a new pool in this process, or use get_default_pool()")
         w = self._workers[slot]
         if w is None or w.popen.poll() is not None:
             if w is not None:
@@ -755,7 +761,7 @@ def get_default_pool() -> SandboxPool:
     """Process-wide shared pool (created on first use, closed at interpreter exit)."""
     global _DEFAULT_POOL
     with _DEFAULT_LOCK:
-        if _DEFAULT_POOL is None or _DEFAULT_POOL._closed:
+        if _DEFAULT_POOL is None or _DEFAULT_POOL._closed or _DEFAULT_POOL._owner_pid != os.getpid():
             _DEFAULT_POOL = pool_from_config(_DEFAULT_CONFIG) if _DEFAULT_CONFIG is not None else SandboxPool()
             atexit.register(_DEFAULT_POOL.close)
         return _DEFAULT_POOL
