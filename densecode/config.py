@@ -92,6 +92,9 @@ class AlgoConfig:
     ent_coef: float = 0.0
     max_grad_norm: float = 1.0
     whiten_advantages: bool = True
+    # Learning rate of the value head (and separate critic); 0 = train.lr. A zero-initialised
+    # head at an RL-sized policy lr (1e-6..1e-5) takes hundreds of steps to fit the returns.
+    vf_lr: float = 0.0
     kl_estimator: str = "k3"  # k1 | k3
     kl_coef: float = 0.05
     adaptive_kl: bool = False
@@ -244,7 +247,19 @@ def _apply(obj: Any, data: dict, source: str, prefix: str = "") -> None:
         if dataclasses.is_dataclass(tp):
             _apply(getattr(obj, key), value, source, prefix=f"{full}.")
         else:
-            setattr(obj, key, _coerce(value, tp, full, source))
+            value = _coerce(value, tp, full, source)
+            current = getattr(obj, key)
+            # Mappings merge (a later layer or `--set reward.weights.sim=0` changes one entry, not all).
+            if isinstance(value, dict) and isinstance(current, dict):
+                value = _merge(current, value)
+            setattr(obj, key, value)
+
+
+def _merge(base: dict, update: dict) -> dict:
+    out = dict(base)
+    for k, v in update.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]]:

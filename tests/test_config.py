@@ -46,3 +46,10 @@ def test_cli_error_exit_code(capsys):
     assert main(["config", "--set", "nope.x=1"]) == 2
     err = capsys.readouterr().err
     assert "unknown key 'nope'" in err and "Traceback" not in err
+
+
+def test_mapping_overrides_merge():
+    cfg = load_config(None, ["reward.weights.sim=0.5", "reward.weights.kl=0.2",
+                             "reward.components.tests.fail_penalty=-0.5"])
+    assert cfg.reward.weights["sim"] == 0.5 and cfg.reward.weights["kl"] == 0.2
+    assert cfg.reward.components == {"tests": {"fail_penalty": -0.5}}
