@@ -373,3 +373,50 @@ def test_fallback_isolation_modes(mode, tmp_path):
             assert w.outcome == "runtime_error" and not (tmp_path / "x").exists()
         [again] = pool.run([AssertJob(GOOD_F, TEST)])
         assert again.outcome == "passed"
+
+
+def test_programs_die_with_the_pool_process():
+    """SIGKILL the process that owns a pool mid-batch: its workers and their programs must go too."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "from densecode.sandbox import AssertJob, Limits, SandboxPool\n"
+        "pool = SandboxPool(max_workers=2, limits=Limits(timeout_s=60, cpu_s=60))\n"
+        "print(pool.uid_base, flush=True)\n"
+        "pool.run([AssertJob('import time\\ntime.sleep(50)', ['assert 1'])] * 2)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    uid_base = int(owner.stdout.readline())
+    markers = (f"\x00{uid_base}\x00".encode(), f"\x00{uid_base + 1}\x00".encode())  # the workers' argv
+
+    def alive(programs_only: bool = False) -> list[int]:
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                uid = os.stat(f"/proc/{name}").st_uid
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read()
+                with open(f"/proc/{name}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            is_program = uid_base <= uid < uid_base + 2
+            is_worker = b"_worker" in cmd and any(m in cmd for m in markers)
+            if state != "Z" and (is_program or (is_worker and not programs_only)):
+                found.append(int(name))
+        return found
+
+    deadline = time.time() + 30
+    while len(alive(programs_only=True)) < 2 and time.time() < deadline:  # both programs sleeping
+        time.sleep(0.2)
+    assert len(alive(programs_only=True)) == 2 and len(alive()) == 4
+    owner.kill()
+    owner.wait()
+    deadline = time.time() + 10
+    while alive() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not alive()
