@@ -208,7 +208,7 @@ def test_comparator_errors_fall_through():
     ok, used, errors = compare_stdout("abc", "abd")
     assert not ok and used is None
     assert "numeric" in errors and "structure" in errors
-    boom = lambda out, exp, rtol, atol: 1 / 0  # noqa: E731
+    boom = lambda out, exp, rtol, atol: 1 / 0
     ok, used, errors = compare_stdout("1 2", "1  2", comparators=(("boom", boom), *COMPARATORS))
     assert ok and used == "whitespace" and errors["boom"].startswith("ZeroDivisionError")
 

@@ -8,7 +8,14 @@ import threading
 
 import pytest
 
-from densecode.sandbox import ApiJob, AssertJob, FunctionCallJob, Limits, SandboxPool, StdioJob
+from densecode.sandbox import (
+    ApiJob,
+    AssertJob,
+    FunctionCallJob,
+    Limits,
+    SandboxPool,
+    StdioJob,
+)
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -20,7 +20,13 @@ from densecode.sandbox.jobs import (
     Limits,
     StdioJob,
 )
-from densecode.sandbox.pool import SandboxError, SandboxPool, configure_default_pool, get_default_pool, pool_from_config
+from densecode.sandbox.pool import (
+    SandboxError,
+    SandboxPool,
+    configure_default_pool,
+    get_default_pool,
+    pool_from_config,
+)
 
 __all__ = [
     "API_OUTCOMES", "OUTCOMES", "ApiError", "ApiHandler", "ApiJob", "ApiRunResult", "AssertJob",

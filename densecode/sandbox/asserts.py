@@ -69,9 +69,7 @@ class _Splitter(ast.NodeTransformer):
     def visit(self, node: ast.AST):
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Name) and func.id in SAFE_FUNCTIONS and func.id not in self.shadowed:
-                pass
-            elif isinstance(func, ast.Attribute) and not func.attr.startswith("_") and self._module(func.value):
+            if isinstance(func, ast.Name) and func.id in SAFE_FUNCTIONS and func.id not in self.shadowed or isinstance(func, ast.Attribute) and not func.attr.startswith("_") and self._module(func.value):
                 pass
             elif isinstance(func, ast.Attribute) and not func.attr.startswith("_") and self._is_plain(func.value):
                 func.value = self.visit(func.value)  # a method of a plain value, e.g. "abc".upper()
@@ -134,5 +132,5 @@ def evaluate_check(test: SplitTest, values: list) -> bool:
         if name in SAFE_MODULES:
             env[name] = importlib.import_module(SAFE_MODULES[name])
     env.update({f"__p{i}": v for i, v in enumerate(values)})
-    result = eval(test.check, env)  # noqa: S307 - dataset test text over plain builtin values
+    result = eval(test.check, env)
     return bool(result)

@@ -62,7 +62,7 @@ def setns(fd: int, nstype: int) -> None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    enc = lambda s: s.encode() if s is not None else None
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 

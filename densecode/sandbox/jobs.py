@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 OUTCOMES = ("passed", "wrong_answer", "runtime_error", "timeout", "memory", "output_limit", "sandbox_violation")
 API_OUTCOMES = ("ok", "api_error", "python_error", "timeout", "memory", "output_limit", "sandbox_violation", "call_limit")
