@@ -1,0 +1,298 @@
+"""What SynCode costs and how often it is wrong, side by side.
+
+    python benchmarks/syncode_overhead.py [--model DIR] [--mbpp ../shared/data/mbpp/mbpp.jsonl]
+
+Prints
+1. generation tokens/s with grammar off / check / constrain, same model, same
+   prompts, same seed, at 64 and 256 new tokens, with ratios to `off`;
+2. per-token check cost by position in the output, teacher-forced on real code
+   (an MBPP reference solution), densecode's parser vs syncode's own;
+3. mask-store build and load times (and size) for the model's tokenizer;
+4. MBPP false rejections: of the reference solutions Python accepts, how many a
+   token-by-token check rejects somewhere, syncode as shipped ("before": its
+   grammar, its terminal simplifications, no indentation masks) vs densecode
+   ("after"). `check` counts syncode's parser verdict (`is_valid`); `mask` counts
+   a reference token that constrain mode's mask would have blocked.
+
+Without --model it uses the tiny random test model (random weights: its output is
+mostly invalid, so check mode stops checking a row after its first error and
+constrain mode resamples often; a trained model such as densecode-tiny is the
+realistic case).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MBPP = REPO.parent / "shared" / "data" / "mbpp" / "mbpp.jsonl"
+PROMPTS = [
+    "# Instruction: go to the kitchen and pick up the apple\ndef task_program():\n",
+    "# Instruction: ask Alice if she wants tea, and bring her a cup if yes\ndef task_program():\n",
+    "# Instruction: say hello in every room\ndef task_program():\n",
+    "# Instruction: find the red ball and place it in the office\ndef task_program():\n",
+    '"""Return the sum of a and b."""\ndef add(a, b):\n',
+    '"""Return the reverse of the string s."""\ndef reverse_string(s):\n',
+    '"""Return True when n is even."""\ndef is_even(n):\n',
+    '"""Return the largest element of the list xs."""\ndef largest(xs):\n',
+]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None, help="model dir (default: tiny random test model)")
+    p.add_argument("--new-tokens", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--n", type=int, default=2, help="samples per prompt")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--mbpp", default=str(DEFAULT_MBPP))
+    p.add_argument("--mbpp-limit", type=int, default=None, help="first N solutions only (default: all)")
+    p.add_argument("--mask-limit", type=int, default=100, help="solutions for the (slower) mask count")
+    p.add_argument("--position-tokens", type=int, default=320, help="tokens in the per-position cost scan")
+    p.add_argument("--skip", nargs="*", default=[], choices=["generation", "position", "maskstore", "mbpp"])
+    p.add_argument("--quick", action="store_true",
+                   help="small budget for benchmarks/run_all.py --quick (32 tokens, 30 MBPP solutions, no fresh build)")
+    p.add_argument("--json", default=None, help="also write machine-readable figures here (run_all convention)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.new_tokens, args.n, args.mask_limit, args.position_tokens = [32], 1, 10, 64
+        args.mbpp_limit = args.mbpp_limit or 30
+        args.skip = list(set(args.skip) | {"maskstore"})
+    return args
+
+
+def load(model_dir):
+    from densecode.config import ModelConfig
+    from densecode.models import load_model_and_tokenizer
+
+    return load_model_and_tokenizer(ModelConfig(name_or_path=str(model_dir)))
+
+
+def bench_generation(model, tok, args):
+    from densecode.eval.bench_records import figure
+    from densecode.generation import generate
+
+    records = []
+    import densecode.grammar as G
+
+    start = time.perf_counter()
+    G.syncode_processor(tok, G.load_grammar())  # build/load outside the timed runs
+    # Warm the LALR accepts() cache the way a long run does, untimed.
+    generate(model, tok, PROMPTS, n=args.n, max_new_tokens=8, grammar="constrain", seed=1, progress=False)
+    print(f"\n(grammar processor ready in {time.perf_counter() - start:.1f} s, DENSECODE_CACHE={G.cache_root()})")
+    print("\n== 1. generation throughput (tokens/s; ratio = off / mode, i.e. slowdown) ==")
+    print(f"prompts={len(PROMPTS)} n={args.n} temperature={args.temperature} batch={len(PROMPTS) * args.n}")
+    print(f"{'new tokens':>10} {'mode':>10} {'tokens':>7} {'seconds':>8} {'tok/s':>8} {'slowdown':>9} "
+          f"{'accepted':>9} {'unchecked':>9} {'fallbacks':>9}")
+    for budget in args.new_tokens:
+        base = None
+        for mode in ("off", "check", "constrain"):
+            start = time.perf_counter()
+            out = generate(model, tok, PROMPTS, n=args.n, max_new_tokens=budget, temperature=args.temperature,
+                           grammar=mode, seed=0, batch_size=len(PROMPTS) * args.n, progress=False)
+            secs = time.perf_counter() - start
+            tokens = sum(len(g.token_ids) for g in out)
+            rate = tokens / secs
+            base = rate if mode == "off" else base
+            verdicts = [v for g in out for v in (g.grammar_verdicts or [])]
+            accepted = sum(v is True for v in verdicts)
+            unchecked = sum(v is None for v in verdicts)
+            fallbacks = sum(g.grammar_fallbacks for g in out)
+            extra = (f"{accepted:>9} {unchecked:>9} {fallbacks:>9}" if mode != "off" else f"{'-':>9} {'-':>9} {'-':>9}")
+            print(f"{budget:>10} {mode:>10} {tokens:>7} {secs:>8.2f} {rate:>8.1f} {base / rate:>8.1f}x {extra}")
+            if mode != "off":
+                records.append(figure(f"tok/s, grammar {mode}, {budget} new tokens", rate, "tok/s",
+                                      baseline="grammar off", baseline_value=base,
+                                      note=f"fallbacks {fallbacks}, unchecked {unchecked}/{len(verdicts)}"))
+    return records
+
+
+def _mbpp_solutions(path):
+    solutions = []
+    for line in Path(path).read_text().splitlines():
+        code = json.loads(line)["code"]
+        try:
+            ast.parse(code)
+        except SyntaxError:
+            continue
+        # MBPP stores CRLF line endings; models emit "\n". (syncode's shipped newline
+        # pattern also rejects a lone "\r" token, which would dominate the count.)
+        solutions.append(code.replace("\r\n", "\n"))
+    return solutions
+
+
+def bench_position(tok, solutions, args):
+    from densecode.grammar import GrammarProcessor
+
+    print("\n== 2. per-token check cost by output position (teacher-forced real code) ==")
+    # Concatenate reference solutions into one long valid program.
+    program, ids = "", []
+    for code in solutions:
+        program += code.rstrip() + "\n\n"
+        ids = tok(program)["input_ids"]
+        if len(ids) >= args.position_tokens:
+            break
+    ids = ids[: args.position_tokens]
+    buckets = [(0, 32), (32, 64), (64, 128), (128, 256), (256, 512), (512, 1024)]
+    buckets = [(a, min(b, len(ids))) for a, b in buckets if a < len(ids)]
+    rows = {}
+    for name, fast in (("densecode", True), ("syncode", False)):
+        proc = GrammarProcessor(tok, "check", code_prefix="none", fast_parser=fast)
+        proc.begin([""])
+        times = []
+        for tok_id in ids:
+            start = time.perf_counter()
+            proc.observe([0], [tok_id])
+            times.append(time.perf_counter() - start)
+        rows[name] = times
+    from densecode.eval.bench_records import figure
+
+    records = []
+    print(f"{'tokens':>10} {'densecode ms/tok':>17} {'syncode parser ms/tok':>22} {'ratio':>6}")
+    for a, b in buckets:
+        d = 1000 * sum(rows["densecode"][a:b]) / (b - a)
+        s = 1000 * sum(rows["syncode"][a:b]) / (b - a)
+        print(f"{f'{a}-{b}':>10} {d:>17.2f} {s:>22.2f} {s / d:>5.1f}x")
+    a, b = buckets[-1]
+    d = 1000 * sum(rows["densecode"][a:b]) / (b - a)
+    s = 1000 * sum(rows["syncode"][a:b]) / (b - a)
+    records.append(figure(f"check ms/token at output tokens {a}-{b}", d, "ms/token",
+                          baseline="syncode's incremental parser", baseline_value=s, ratio=s / d,
+                          note="ratio = speedup"))
+    return records
+
+
+def bench_maskstore(tok):
+    import densecode.grammar as G
+
+    print("\n== 3. mask store for this tokenizer (fresh cache dir) ==")
+    cache = Path(tempfile.mkdtemp(prefix="densecode-maskstore-"))
+    old = os.environ.get("DENSECODE_CACHE")
+    os.environ["DENSECODE_CACHE"] = str(cache)
+    try:
+        G._PROCESSORS.clear()
+        start = time.perf_counter()
+        G.syncode_processor(tok, G.load_grammar())
+        build = time.perf_counter() - start
+        G._PROCESSORS.clear()
+        start = time.perf_counter()
+        G.syncode_processor(tok, G.load_grammar())
+        load_time = time.perf_counter() - start
+        size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+        print(f"vocab {len(tok)}: build {build:.1f} s, load {load_time:.1f} s, on disk {size / 2**20:.1f} MiB")
+        from densecode.eval.bench_records import figure
+
+        return [figure(f"mask store build, vocab {len(tok)}", build, "s", note=f"{size / 2**20:.1f} MiB"),
+                figure(f"mask store load, vocab {len(tok)}", load_time, "s")]
+    finally:
+        G._PROCESSORS.clear()
+        if old is None:
+            os.environ.pop("DENSECODE_CACHE", None)
+        else:
+            os.environ["DENSECODE_CACHE"] = old
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _first_rejection(proc, ids, use_mask: bool, vocab: int):
+    proc.begin([""])
+    row = proc.rows[0]
+    for i, tok_id in enumerate(ids):
+        if use_mask:
+            mask = proc._accept_mask(row, vocab)
+            if mask is None or not bool(mask[tok_id]):
+                return i
+        if proc.observe([0], [tok_id])[0] is not True:
+            return i
+    return None
+
+
+def bench_mbpp(tok, solutions, args):
+    from tqdm.auto import tqdm
+
+    from densecode.grammar import GrammarProcessor
+
+    solutions = solutions[: args.mbpp_limit] if args.mbpp_limit else solutions
+    print(f"\n== 4. MBPP false rejections ({len(solutions)} reference solutions Python accepts) ==")
+    configs = {
+        "before (syncode as shipped)": dict(corrected_grammar=False, indent=False, syncode_fixes=False),
+        "after (densecode)": dict(corrected_grammar=True, indent=True, syncode_fixes=True),
+    }
+    vocab = len(tok)
+    results = {}
+    for name, options in configs.items():
+        proc = GrammarProcessor(tok, "check", code_prefix="none", **options)
+        rejected, masked, examples = 0, 0, []
+        for k, code in enumerate(tqdm(solutions, desc=name, unit="sol", file=sys.stderr)):
+            ids = tok(code)["input_ids"]
+            where = _first_rejection(proc, ids, False, vocab)
+            if where is not None:
+                rejected += 1
+                if len(examples) < 5:
+                    examples.append(repr(tok.decode(ids[max(0, where - 6): where]) + " >>" + tok.decode(ids[where:where + 1])))
+            if k < args.mask_limit and _first_rejection(proc, ids, True, vocab) is not None:
+                masked += 1
+        results[name] = (rejected, masked, examples)
+    mask_n = min(args.mask_limit, len(solutions))
+    print(f"{'':>28} {'check rejects':>14} {f'mask blocks (first {mask_n})':>26}")
+    for name, (rejected, masked, _) in results.items():
+        print(f"{name:>28} {rejected:>8}/{len(solutions):<5} {masked:>15}/{mask_n:<5}")
+    for name, (_, _, examples) in results.items():
+        print(f"examples {name}: " + "; ".join(examples))
+    from densecode.eval.bench_records import figure
+
+    (before, before_mask, _), (after, after_mask, _) = results.values()
+    return [figure("MBPP references rejected by the check", after, "solutions", baseline="syncode as shipped",
+                   baseline_value=before, note=f"of {len(solutions)}"),
+            figure("MBPP references a constrain mask blocks", after_mask, "solutions", baseline="syncode as shipped",
+                   baseline_value=before_mask, note=f"of {mask_n}")]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import logging
+
+    import torch
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    model_dir = args.model
+    tmp = None
+    if model_dir is None:
+        from densecode.testing import make_tiny_model
+
+        tmp = tempfile.mkdtemp(prefix="densecode-tiny-")
+        model_dir = make_tiny_model(tmp)
+        print(f"model: tiny random GPT-2 test model ({model_dir})")
+    else:
+        print(f"model: {model_dir}")
+    model, tok = load(model_dir)
+    print(f"vocab {len(tok)}, torch threads {torch.get_num_threads()}")
+    records = []
+    if "maskstore" not in args.skip:
+        records += bench_maskstore(tok)
+    if "generation" not in args.skip:
+        records += bench_generation(model, tok, args)
+    solutions = _mbpp_solutions(args.mbpp) if Path(args.mbpp).is_file() else []
+    if not solutions and ("position" not in args.skip or "mbpp" not in args.skip):
+        print(f"\n(MBPP not found at {args.mbpp}: skipping sections 2 and 4)")
+    if solutions and "position" not in args.skip:
+        records += bench_position(tok, solutions, args)
+    if solutions and "mbpp" not in args.skip:
+        records += bench_mbpp(tok, solutions, args)
+    from densecode.eval.bench_records import emit
+
+    emit(records, args.json)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
