@@ -333,3 +333,30 @@ def test_roboeval_example_task_with_tiny_model(tiny_model_dir, tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert sum(results["breakdown"].values()) == results["breakdown_total"] == len(results["tasks"])
     assert "robot-execution error" in (tmp_path / "report.md").read_text()
+
+
+def test_chat_model_prompting_and_pass_at_k_end_to_end(tiny_model_dir, tmp_path):
+    """A tokenizer with a chat template gets chat prompts (pre-filled python block); --n 5 reports pass@5."""
+    import shutil
+
+    from densecode.cli import main
+
+    model = tmp_path / "chat-model"
+    shutil.copytree(tiny_model_dir, model)
+    config_path = model / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["chat_template"] = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    config_path.write_text(json.dumps(config))
+    rows = [_mbpp_row(n, f"f{n}") for n in (2, 3, 11, 12)]  # 2 and 3 are the prompt split: the few-shot examples
+    data = _write_jsonl(tmp_path / "m.jsonl", rows)
+    out = tmp_path / "out"
+    assert main(["eval", "--benchmark", "mbpp", "--model", str(model), "--data", str(data), "--few-shot", "1",
+                 "--n", "5", "--temperature", "1.0", "--max-new-tokens", "12", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["prompt_style"] == "chat"
+    assert [t["task_id"] for t in results["tasks"]] == ["11", "12"]
+    prompt = results["tasks"][0]["prompt"]
+    assert prompt.endswith(mbpp.CHAT_RESPONSE_PREFIX) and prompt.count("<|user|>") == 2  # 1 shot + the task
+    assert {"MBPP pass@1", "MBPP pass@5"} <= set(results["scores"])
+    assert all(t["n"] == 5 and len(t["samples"]) == 5 for t in results["tasks"])

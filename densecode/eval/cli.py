@@ -177,7 +177,6 @@ def evaluate_code(args, out: dict) -> dict:
     from densecode.sandbox import Limits, SandboxPool
 
     tasks = mbpp_mod.load_tasks(args.benchmark, args.data, args.split)
-    few_shot_pool = tasks
     if args.limit is not None:
         tasks = tasks[: args.limit]
     timeout = args.timeout or (CANONICAL_TIMEOUT_S if args.canonical else DEFAULT_TIMEOUT_S)
@@ -192,7 +191,10 @@ def evaluate_code(args, out: dict) -> dict:
         model, tokenizer, model_name = load_model(args)
         out["model"] = model_name
         prompts_style = prompt_style(args, tokenizer)
-        shots = mbpp_mod.few_shot_examples(args.few_shot, few_shot_pool if args.benchmark == "mbpp" else None)
+        # MBPP's own prompt split (tasks 2, 3, 4, ...) gives the examples, as in the MBPP paper;
+        # MBPP+ has no such split, so it gets densecode's invented ones.
+        pool = mbpp_mod.load_tasks("mbpp", args.data, "prompt") if args.benchmark == "mbpp" and args.few_shot else None
+        shots = mbpp_mod.few_shot_examples(args.few_shot, pool)
         if args.benchmark == "mbpp" and shots:
             # Never evaluate a task that is shown as an example.
             shown = {s.problem for s in shots}
@@ -290,7 +292,9 @@ def evaluate_robotics(args, out: dict) -> dict:
     import robosim
     from robosim.roboeval import table_class
 
-    split = args.split if args.split in ("test", "validation", "train") else "test"
+    if args.split not in ("test", "validation", "train"):
+        raise DensecodeError(f"--split {args.split}: the robotics suite has test, validation and train splits")
+    split = args.split
     n_tasks = args.tasks or args.limit or 100
     tasks = robosim.generate_tasks(split=split, n=n_tasks, seed=args.seed)
     timeout = args.timeout or 1.0
