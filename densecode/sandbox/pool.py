@@ -71,7 +71,7 @@ class _WorkerProc:
     popen: subprocess.Popen
     to_worker: int
     from_worker: int
-    buf: bytes = b""
+    buf: bytearray = field(default_factory=bytearray)
     protections: dict = field(default_factory=dict)
     unit: _Unit | None = None
 
@@ -193,7 +193,8 @@ class SandboxPool:
             if not chunk:
                 return None
             w.buf += chunk
-        line, w.buf = w.buf.split(b"\n", 1)
+        line, rest = bytes(w.buf).split(b"\n", 1)
+        w.buf = bytearray(rest)
         return json.loads(line)
 
     @staticmethod
@@ -327,7 +328,10 @@ class SandboxPool:
             u.result = _synthetic("worker_died", "sandbox worker died while running this program")
             return "died"
         w.buf += chunk
-        *lines, w.buf = w.buf.split(b"\n")
+        if b"\n" not in chunk:
+            return None  # a large message still arriving
+        *lines, rest = bytes(w.buf).split(b"\n")
+        w.buf = bytearray(rest)
         for line in lines:
             msg = json.loads(line)  # the worker's own framing: trusted structure, child text inside strings
             if msg.get("op") == "rec":
@@ -378,6 +382,9 @@ class SandboxPool:
 
     def _plan_call(self, job: FunctionCallJob) -> dict:
         inputs = [encode(list(args)) for args in job.inputs]
+        if '"$o"' in json.dumps(inputs):
+            raise ValueError(f"FunctionCallJob({job.entry_point!r}): inputs must be plain data "
+                             "(str/int/float/bool/None/bytes/complex and list/tuple/set/dict of them)")
         unit = self._unit({"mode": "call", "code": job.code, "entry_point": job.entry_point, "inputs": inputs}, job.timeout_s)
         units = [unit]
         ref_unit = None
