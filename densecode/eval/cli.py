@@ -71,7 +71,10 @@ def configure(parser) -> None:
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
     parser.add_argument("--canonical", action="store_true",
                         help="judge the benchmark's reference solutions instead of a model (judge agreement check)")
-    parser.add_argument("--tasks", type=int, default=None, help="robotics: number of held-out tasks (default 100)")
+    parser.add_argument("--tasks", type=int, default=None,
+                        help="robotics: number of held-out tasks (default 200, as densecode train evaluates)")
+    parser.add_argument("--task-seed", type=int, default=12345,
+                        help="robotics: generator seed of the held-out tasks (default 12345 = densecode train's eval set)")
     parser.add_argument("--out", default=None, help="output directory (default runs/eval/<benchmark>)")
 
 
@@ -295,10 +298,10 @@ def evaluate_robotics(args, out: dict) -> dict:
     if args.split not in ("test", "validation", "train"):
         raise DensecodeError(f"--split {args.split}: the robotics suite has test, validation and train splits")
     split = args.split
-    n_tasks = args.tasks or args.limit or 100
-    tasks = robosim.generate_tasks(split=split, n=n_tasks, seed=args.seed)
+    n_tasks = args.tasks or args.limit or 200
+    tasks = robosim.generate_tasks(split=split, n=n_tasks, seed=args.task_seed)
     timeout = args.timeout or 1.0
-    out["settings"].update(split=split, tasks=len(tasks), timeout_s=timeout)
+    out["settings"].update(split=split, tasks=len(tasks), task_seed=args.task_seed, timeout_s=timeout)
     prompts = [t.prompt for t in tasks]
     if args.canonical:
         bodies = [[t.reference] for t in tasks]
