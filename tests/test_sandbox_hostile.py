@@ -134,6 +134,11 @@ def hostile_programs(host_dir, port) -> dict[str, tuple[str, set[str]]]:
         ),
         "write_outside_workdir": (f"open({d!r} + '/pwned.txt', 'w').write('x')\n" + GOOD_F, {"runtime_error"}),
         "write_repo": (f"open({os.path.abspath(__file__)!r}, 'a').write('x')\n" + GOOD_F, {"runtime_error"}),
+        "read_repo_and_data": (
+            f"open({os.path.abspath(__file__)!r}).read()\n"
+            "open('/work/shared/data/mbpp/mbpp.jsonl').read()\n" + GOOD_F,
+            {"runtime_error"},  # the minimal root holds the interpreter only: no tests, no datasets
+        ),
         "delete_files": (f"import os\nos.remove({d!r} + '/canary.txt')\n" + GOOD_F, {"runtime_error"}),
         "delete_tree": ("import shutil\nshutil.rmtree('/usr/lib', ignore_errors=False)\n" + GOOD_F, {"runtime_error"}),
         "network_connect": (f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n" + GOOD_F, {"runtime_error"}),

@@ -149,11 +149,14 @@ def _build_minimal_root(plan: dict, tmp_opts: str) -> None:
 
 
 def _exposed_paths(extra: tuple[str, ...] = ()) -> list[str]:
-    """Directories the child needs besides /usr: the interpreter, its site-packages, densecode itself."""
+    """Directories the child needs besides /usr: the interpreter and its site-packages.
+
+    densecode itself is not exposed: the worker imports the harness before it
+    forks, so programs cannot read the repository (tests, evaluation code).
+    """
     import site
 
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    wanted = {sys.base_prefix, sys.prefix, sys.exec_prefix, *site.getsitepackages(), os.path.join(pkg_root, "densecode"), *extra}
+    wanted = {sys.base_prefix, sys.prefix, sys.exec_prefix, *site.getsitepackages(), *extra}
     real = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
     out: list[str] = []
     for p in real:
