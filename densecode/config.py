@@ -56,6 +56,9 @@ class GenerationConfig:
     top_p: float = 0.95
     top_k: int = 0
     grammar: str = "off"  # off | check | constrain (SynCode logits processor)
+    # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
+    # else after its last ``` fence, else nothing) | prompt | none.
+    grammar_code_prefix: str = "auto"
     stop: list[str] = field(default_factory=list)
     batch_size: int = 16
     # Penalty added to the last token of a response that ended without EOS/stop (0 disables).

@@ -101,7 +101,7 @@ def run(args) -> int:
         top_p=pick(args.top_p, gen.top_p), top_k=pick(args.top_k, gen.top_k),
         grammar=pick(args.grammar, gen.grammar), stop=stop,
         batch_size=pick(args.batch_size, gen.batch_size), seed=args.seed if args.seed is not None else cfg.train.seed,
-        progress=not args.no_progress,
+        progress=not args.no_progress, grammar_options={"code_prefix": gen.grammar_code_prefix},
     )
     elapsed = time.perf_counter() - started
     with out.open("w", encoding="utf-8") as fh:

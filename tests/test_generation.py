@@ -138,3 +138,13 @@ def test_cli_writes_records(tiny_model_dir, tmp_path, capsys):
     bad.write_text('{"prompt": "x"}\n{"text": "no prompt field"}\n')
     assert main(["generate", "--model", str(tiny_model_dir), "--prompts", str(bad), "--out", str(out)]) == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_rows_leaving_the_batch_do_not_disturb_the_others(tiny):
+    model, tok = tiny
+    full = generate(model, tok, PROMPTS[:2], max_new_tokens=16, temperature=0, progress=False)
+    stop = full[0].completion[2:4]
+    assert stop and stop not in full[1].completion[:-1]
+    cut = generate(model, tok, PROMPTS[:2], max_new_tokens=16, temperature=0, stop=[stop], progress=False)
+    assert cut[0].finish_reason == "stop"
+    assert cut[1].token_ids == full[1].token_ids  # computed after row 0 left the KV cache
