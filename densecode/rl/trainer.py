@@ -147,9 +147,15 @@ class Trainer:
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
-        params = [p for p in self.policy_value.parameters() if p.requires_grad]
+        value_params = {id(p) for m in (self.policy_value.value_head, self.policy_value.critic) if m is not None
+                        for p in m.parameters()}
+        self._policy_params = [p for p in self.policy_value.parameters() if p.requires_grad and id(p) not in value_params]
+        self._value_params = [p for p in self.policy_value.parameters() if p.requires_grad and id(p) in value_params]
+        groups = [{"params": self._policy_params, "lr": cfg.train.lr},
+                  {"params": self._value_params, "lr": cfg.algo.vf_lr or cfg.train.lr}]
         # eps=1e-5 as CleanRL: tiny second moments early in RL otherwise blow the first steps up.
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay, eps=1e-5)
+        self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=cfg.train.weight_decay,
+                                           eps=1e-5)
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
@@ -270,9 +276,8 @@ class Trainer:
                         counts[key] += 1
                     sums["train/loss"] += float(loss.detach())
                     counts["train/loss"] += 1
-                grad_norm = self.accelerator.clip_grad_norm_(self.policy_value.parameters(), self.cfg.algo.max_grad_norm)
-                grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
-                if not math.isfinite(grad_norm):
+                grad_norm, vf_grad_norm = self._clip_gradients()
+                if not (math.isfinite(grad_norm) and math.isfinite(vf_grad_norm)):
                     # A NaN/inf anywhere (loss, rewards, activations) poisons the all-reduced grads on
                     # every process alike, so every process skips this optimizer step together.
                     skipped += 1
@@ -280,6 +285,9 @@ class Trainer:
                     continue
                 sums["train/grad_norm"] += grad_norm
                 counts["train/grad_norm"] += 1
+                if self._value_params:
+                    sums["train/vf_grad_norm"] += vf_grad_norm
+                    counts["train/vf_grad_norm"] += 1
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
         self.policy_value.eval()
@@ -289,6 +297,24 @@ class Trainer:
             warnings.warn(f"step {step}: {skipped} optimizer update(s) skipped because the loss or gradients "
                           "were NaN/inf (weights unchanged by those updates)", RuntimeWarning, stacklevel=2)
         return stats
+
+    def _clip_gradients(self) -> tuple[float, float]:
+        """Clip the policy's and the value model's gradients separately (norms before clipping).
+
+        One joint norm would let the value loss — returns of magnitude ~10 early on — shrink
+        the policy's share of every clipped update to almost nothing.
+        """
+        from accelerate.utils import DistributedType
+
+        max_norm = self.cfg.algo.max_grad_norm
+        if self.accelerator.distributed_type in (DistributedType.DEEPSPEED, DistributedType.FSDP):
+            norm = self.accelerator.clip_grad_norm_(self.policy_value.parameters(), max_norm)
+            norm = float(norm) if norm is not None else float("nan")
+            return norm, 0.0 if not self._value_params else norm
+        self.accelerator.unscale_gradients()
+        norm = float(torch.nn.utils.clip_grad_norm_(self._policy_params, max_norm))
+        vf_norm = float(torch.nn.utils.clip_grad_norm_(self._value_params, max_norm)) if self._value_params else 0.0
+        return norm, vf_norm
 
     def train_step(self, step: int) -> dict[str, float]:
         t_step = time.perf_counter()
