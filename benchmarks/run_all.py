@@ -165,8 +165,13 @@ def read_records(path: Path, bench: str) -> list[dict]:
     return records
 
 
-def _last_line(text: str) -> str:
+def _last_line(text: str, failed: bool = False) -> str:
+    """The script's last printed line; for a failed script, its last line that names an error."""
     lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    if failed:
+        errors = [line for line in lines if "error:" in line.lower() and not line.startswith("subprocess.")]
+        if errors:
+            return errors[-1][:200]
     return lines[-1][:200] if lines else ""
 
 
@@ -221,7 +226,7 @@ def run_bench(bench: Bench, quick: bool, time_left_s: float, python: str) -> lis
     if records:
         return [{**base, **r} for r in records]
     return [{**base, "figure": bench.what, "value": None,
-             "note": f"no machine-readable figures; last line: {_last_line(output)}", "log": str(log_path.relative_to(ROOT))}]
+             "note": f"no machine-readable figures; last line: {_last_line(output, status != 'ok')}", "log": str(log_path.relative_to(ROOT))}]
 
 
 # ------------------------------------------------------------------ rendering

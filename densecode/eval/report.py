@@ -127,6 +127,7 @@ def render_chart(results: dict, path: str | Path) -> Path:
         bars = ax.bar(range(len(labels)), [counts[k] for k in labels], color="#DD8452")
         ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
         ax.bar_label(bars)
+        ax.margins(y=0.15)  # room for the labels above the tallest bar
     ax.set_title("error breakdown" if results.get("breakdown") else "outcome classes")
     fig.suptitle(str(results.get("model", "")), fontsize=9)
     fig.tight_layout()
