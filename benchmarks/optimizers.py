@@ -131,7 +131,7 @@ def plot(results: dict, path: Path, title: str) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in ((axes[0], "curve", "held-out success rate"),
-                           (axes[1], "exec", "held-out executability (no Python/robot error)")):
+                           (axes[1], "exec", "held-out executability")):
         for name, res in results.items():
             if res.get(key):
                 steps, vals = zip(*res[key])
