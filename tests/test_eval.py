@@ -360,3 +360,16 @@ def test_chat_model_prompting_and_pass_at_k_end_to_end(tiny_model_dir, tmp_path)
     assert prompt.endswith(mbpp.CHAT_RESPONSE_PREFIX) and prompt.count("<|user|>") == 2  # 1 shot + the task
     assert {"MBPP pass@1", "MBPP pass@5"} <= set(results["scores"])
     assert all(t["n"] == 5 and len(t["samples"]) == 5 for t in results["tasks"])
+
+
+def test_prompt_longer_than_context_scores_as_failure(tiny_model_dir, tmp_path):
+    from densecode.cli import main
+
+    rows = [_mbpp_row(11), _mbpp_row(12, "long_one")]
+    rows[1]["text"] = "Write a function long_one. " + "Very long statement. " * 300  # >> 512 tokens
+    data = _write_jsonl(tmp_path / "m.jsonl", rows)
+    assert main(["eval", "--benchmark", "mbpp", "--model", str(tiny_model_dir), "--data", str(data),
+                 "--max-new-tokens", "8", "--out", str(tmp_path / "o")]) == 0
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [t["outcome"] == "prompt_too_long" for t in results["tasks"]] == [False, True]
+    assert results["scores"]["tasks"] == 2 and results["timing"]["prompts_too_long"] == 1

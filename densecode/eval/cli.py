@@ -20,6 +20,7 @@ import re
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -143,18 +144,46 @@ def prompt_style(args, tokenizer) -> str:
     return "chat" if getattr(tokenizer, "chat_template", None) else "completion"
 
 
-def sample(args, model, tokenizer, prompts: list[str], stop: list[str]):
-    """(generations, timing) for prompt-major n samples per prompt."""
-    from densecode.generation import generate
+# A prompt must leave at least this many tokens of the model's context for the answer;
+# one that does not is not generated for and scores as a failure ("prompt_too_long").
+MIN_NEW_TOKENS = 16
+PROMPT_TOO_LONG = "prompt_too_long"
 
+
+@dataclass
+class Sample:
+    completion: str
+    finish_reason: str  # eos | stop | length | prompt_too_long
+    n_tokens: int = 0
+
+
+def sample(args, model, tokenizer, prompts: list[str], stop: list[str]) -> tuple[list[list[Sample]], dict]:
+    """args.n samples per prompt (list per prompt), and the generation timing."""
+    from densecode.generation import _context_limit, generate
+
+    limit = _context_limit(model)
+    fits = list(range(len(prompts)))
+    if limit is not None:
+        lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        fits = [i for i, n in enumerate(lengths) if n + MIN_NEW_TOKENS <= limit]
+        if len(fits) < len(prompts):
+            log.warning("%d of %d prompts leave fewer than %d tokens of the model's %d-token context: "
+                        "they are scored as failures (%s)", len(prompts) - len(fits), len(prompts),
+                        MIN_NEW_TOKENS, limit, PROMPT_TOO_LONG)
+    out = [[Sample("", PROMPT_TOO_LONG) for _ in range(args.n)] for _ in prompts]
     start = time.perf_counter()
-    gens = generate(model, tokenizer, prompts, n=args.n, max_new_tokens=args.max_new_tokens,
-                    temperature=args.temperature, top_p=args.top_p if args.temperature > 0 else 1.0,
-                    grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True)
+    gens = []
+    if fits:
+        gens = generate(model, tokenizer, [prompts[i] for i in fits], n=args.n, max_new_tokens=args.max_new_tokens,
+                        temperature=args.temperature, top_p=args.top_p if args.temperature > 0 else 1.0,
+                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True)
     seconds = time.perf_counter() - start
+    for k, i in enumerate(fits):
+        out[i] = [Sample(g.completion, g.finish_reason, len(g.token_ids)) for g in gens[k * args.n:(k + 1) * args.n]]
     tokens = sum(len(g.token_ids) for g in gens)
-    return gens, {"generate_s": round(seconds, 2), "generated_tokens": tokens,
-                  "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else 0.0}
+    return out, {"generate_s": round(seconds, 2), "generated_tokens": tokens,
+                 "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else 0.0,
+                 "prompts_too_long": len(prompts) - len(fits)}
 
 
 # ------------------------------------------------------------------ MBPP / MBPP+
@@ -208,11 +237,11 @@ def evaluate_code(args, out: dict) -> dict:
         else:
             prompts = [mbpp_mod.completion_prompt(t, shots) for t in tasks]
             stop = mbpp_mod.COMPLETION_STOP
-        gens, timing = sample(args, model, tokenizer, prompts, stop)
+        samples, timing = sample(args, model, tokenizer, prompts, stop)
         out["timing"].update(timing)
         del model
-        completions = [[g.completion for g in gens[i * args.n:(i + 1) * args.n]] for i in range(len(tasks))]
-        finish = [[g.finish_reason for g in gens[i * args.n:(i + 1) * args.n]] for i in range(len(tasks))]
+        completions = [[s.completion for s in ss] for ss in samples]
+        finish = [[s.finish_reason for s in ss] for ss in samples]
         programs = [[mbpp_mod.program_from_completion(t, c, prompts_style) for c in cs]
                     for t, cs in zip(tasks, completions)]
     out["settings"].update(prompt_style=prompts_style, timeout_s=timeout, tasks=len(tasks))
@@ -245,6 +274,8 @@ def evaluate_code(args, out: dict) -> dict:
         samples = []
         for j, program in enumerate(programs[i]):
             rec = dict(judged.get((i, j), no_code))
+            if finish[i][j] == PROMPT_TOO_LONG:
+                rec.update(outcome=PROMPT_TOO_LONG, error="the prompt does not fit the model's context")
             samples.append({"completion": completions[i][j], "program": program, "finish_reason": finish[i][j], **rec})
         n_correct = sum(s["verdict"] == "pass" for s in samples)
         first = samples[0]
@@ -285,9 +316,9 @@ def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
 
     model, tokenizer, model_name = load_model(args)
     out["model"] = model_name
-    gens, timing = sample(args, model, tokenizer, prompts, list(robosim.STOP_STRINGS))
+    samples, timing = sample(args, model, tokenizer, prompts, list(robosim.STOP_STRINGS))
     out["timing"].update(timing)
-    return [[g.completion for g in gens[i * args.n:(i + 1) * args.n]] for i in range(len(prompts))]
+    return [[s.completion for s in ss] for ss in samples]
 
 
 def evaluate_robotics(args, out: dict) -> dict:
