@@ -416,7 +416,8 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
                     "outcome": s["outcome"], "error": _robo_error(s["error"]), "states": s["states"]}
                    for b, s in zip(bs, p["samples"])]
         n_correct = sum(s["verdict"] == "pass" for s in samples)
-        tasks_out.append({"task_id": entry["key"], "prompt": entry["prompt"], "completion": samples[0]["completion"],
+        tasks_out.append({"task_id": entry["key"], "task": entry["task"], "prompt": entry["prompt"],
+                          "completion": samples[0]["completion"],
                           "verdict": samples[0]["verdict"], "outcome": samples[0]["outcome"],
                           "error": samples[0]["error"], "n": len(samples), "n_correct": n_correct,
                           "pass@1": p["pass@1"], "samples": samples})

@@ -91,8 +91,16 @@ def render_markdown(results: dict) -> str:
         out.append(markdown_table(["phase", "value"], [[k, v] for k, v in timing.items()]))
 
     tasks = results.get("tasks") or []
+    groups: dict[str, list[dict]] = {}
+    for t in tasks:
+        if t.get("task"):  # RoboEval: several phrasings (prompts) per task
+            groups.setdefault(str(t["task"]), []).append(t)
+    if groups:
+        out += ["", f"## Per task ({len(groups)} tasks, pass@1 summed over their prompts)", ""]
+        out.append(markdown_table(["task", "prompts", "success (pass@1 sum)"], [
+            [name, len(ts), round(sum(t.get("pass@1", 0.0) for t in ts), 2)] for name, ts in groups.items()]))
     if tasks:
-        out += ["", f"## Per task ({len(tasks)})", ""]
+        out += ["", f"## Per {'prompt' if groups else 'task'} ({len(tasks)})", ""]
         many = any(t.get("n", 1) > 1 for t in tasks)
         header = ["task", "correct/n" if many else "verdict", "outcome", "error"]
         rows = []
