@@ -373,3 +373,29 @@ def test_prompt_longer_than_context_scores_as_failure(tiny_model_dir, tmp_path):
     results = json.loads((tmp_path / "o" / "results.json").read_text())
     assert [t["outcome"] == "prompt_too_long" for t in results["tasks"]] == [False, True]
     assert results["scores"]["tasks"] == 2 and results["timing"]["prompts_too_long"] == 1
+
+
+def test_roboeval_breakdown_columns_from_known_programs(tmp_path, monkeypatch):
+    """Five phrasings, five programs with known fates -> the paper's four columns."""
+    from densecode.cli import main
+    from densecode.eval import cli
+
+    example = Path(__file__).resolve().parents[2] / "shared" / "docs" / "example_task.py"
+    if not example.is_file():
+        pytest.skip(f"RoboEval example task not found at {example}")
+    good = ("    go_to('library')\n    answer = ask('Mina', 'Green tea or black tea?', ['green tea', 'black tea'])\n"
+            "    go_to('start_loc')\n    say('Mina wants ' + answer)\n")
+    bodies = [
+        good,
+        "    go_to('library')\n    x = undefined_name\n",  # Python error
+        "    go_to('the moon')\n",  # robot-execution error: no such location
+        "    say('hello')\n",  # runs cleanly, fails the task check
+        "    go_to('library'\n",  # syntax error: counts as a Python error in the paper's table
+    ]
+    monkeypatch.setattr(cli, "_robo_bodies", lambda args, prompts, out: [[b] for b in bodies])
+    assert main(["eval", "--benchmark", "roboeval", "--data", str(example), "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["breakdown"] == {"Python error": 2, "robot-execution error": 1, "task failure": 1, "success": 1}
+    assert results["scores"]["successes"] == 1 and results["scores"]["pass@1"] == 0.2
+    assert [t["outcome"] for t in results["tasks"]] == ["success", "python_error", "robot_error", "check_failure",
+                                                        "parse_error"]
