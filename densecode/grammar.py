@@ -44,6 +44,7 @@ import logging
 import os
 import threading
 import warnings
+import weakref
 from pathlib import Path
 from typing import Iterable
 
@@ -122,17 +123,38 @@ def cache_root() -> Path:
     return Path(os.environ.get("DENSECODE_CACHE", "~/.cache/densecode")).expanduser()
 
 
+_FINGERPRINTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def tokenizer_fingerprint(tokenizer) -> str:
-    """A hash of what the tokenizer does (vocab, merges, normalizer, special tokens)."""
+    """A hash of what the tokenizer does (vocab, merges, normalizer, special tokens).
+
+    Padding/truncation settings are left out: a padded batch call changes them in the
+    backend, and they do not change what a token is.
+    """
+    try:
+        cached = _FINGERPRINTS.get(tokenizer)
+    except TypeError:  # not weak-referenceable
+        cached = None
+    if cached is not None and cached[0] == len(tokenizer):
+        return cached[1]
     h = hashlib.sha256(type(tokenizer).__name__.encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        h.update(backend.to_str().encode())
+        data = json.loads(backend.to_str())
+        data.pop("padding", None)
+        data.pop("truncation", None)
+        h.update(json.dumps(data, sort_keys=True, ensure_ascii=False).encode())
     else:
         h.update(json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode())
     h.update(json.dumps(getattr(tokenizer, "special_tokens_map", {}), sort_keys=True, default=str).encode())
     h.update(str(len(tokenizer)).encode())
-    return h.hexdigest()[:16]
+    digest = h.hexdigest()[:16]
+    try:
+        _FINGERPRINTS[tokenizer] = (len(tokenizer), digest)
+    except TypeError:
+        pass
+    return digest
 
 
 def syncode_cache_dir(tokenizer) -> Path:

@@ -181,3 +181,13 @@ def test_tokenizer_cache_key_depends_on_contents(tiny):
     assert len(other) == len(tok)
     assert tokenizer_fingerprint(other) != tokenizer_fingerprint(tok)
     assert syncode_cache_dir(other) != syncode_cache_dir(tok)
+
+
+def test_fingerprint_is_stable_across_padded_calls(tiny):
+    from densecode.grammar import _FINGERPRINTS, tokenizer_fingerprint
+
+    _, tok = tiny
+    before = tokenizer_fingerprint(tok)
+    tok(["a", "longer prompt"], padding=True, truncation=True, max_length=8)
+    _FINGERPRINTS.clear()
+    assert tokenizer_fingerprint(tok) == before
