@@ -75,3 +75,10 @@ def test_compare_rejects_mixed_or_missing_runs(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DensecodeError, match="neither results.json"):
         compare_runs(tmp_path / "empty", evaldir, tmp_path / "o")
+
+
+def test_best_direction_per_metric():
+    from densecode.eval.compare import _lower_is_better
+
+    assert _lower_is_better("loss/policy") and _lower_is_better("time/step_s") and _lower_is_better("elapsed_s")
+    assert not _lower_is_better("perf/tokens_per_s") and not _lower_is_better("eval/success_rate")

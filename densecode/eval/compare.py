@@ -178,18 +178,31 @@ def _series(records: list[dict]) -> dict[str, list[tuple[float, float]]]:
     return series
 
 
-_LOWER_IS_BETTER = ("loss", "kl", "time", "_s", "error", "clipfrac")
+_LOWER_IS_BETTER = ("loss", "kl", "error", "clipfrac", "violation")
+
+
+def _lower_is_better(key: str) -> bool:
+    seconds = key.startswith("time/") or (key.endswith("_s") and not key.endswith("per_s"))
+    return seconds or any(tag in key for tag in _LOWER_IS_BETTER)
+_PRIORITY = ("eval/", "reward/total", "reward/mean", "loss", "perf/")
+
+
+def _ordered(keys: list[str]) -> list[str]:
+    """Held-out eval first, then total reward, losses and throughput, then the rest in logged order."""
+    def rank(key: str) -> int:
+        return next((i for i, p in enumerate(_PRIORITY) if key.startswith(p)), len(_PRIORITY))
+
+    return sorted(keys, key=rank)  # stable: logged order within a rank
 
 
 def compare_train(a: list[dict], b: list[dict], label_a: str, label_b: str) -> tuple[str, dict]:
     sa, sb = _series(a), _series(b)
-    shared = [k for k in sa if k in sb]
+    shared = _ordered([k for k in sa if k in sb])
     if not shared:
         raise DensecodeError("the two train runs log no metric in common; nothing to compare")
     rows = []
     for key in shared:
-        lower = any(tag in key for tag in _LOWER_IS_BETTER)
-        best = min if lower else max
+        best = min if _lower_is_better(key) else max
         va, vb = [v for _, v in sa[key]], [v for _, v in sb[key]]
         rows.append([key, va[-1], vb[-1], _delta(va[-1], vb[-1]), best(va), best(vb), va[0], vb[0]])
     header = ["metric", f"{label_a} last", f"{label_b} last", "B - A (last)", f"{label_a} best",
@@ -207,7 +220,7 @@ def _train_chart(a: list[dict], b: list[dict], label_a: str, label_b: str, path:
     import matplotlib.pyplot as plt
 
     sa, sb = _series(a), _series(b)
-    shared = [k for k in sa if k in sb][:12]
+    shared = _ordered([k for k in sa if k in sb])[:12]
     cols = min(3, len(shared))
     rows = math.ceil(len(shared) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3 * rows), squeeze=False)
