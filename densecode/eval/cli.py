@@ -66,7 +66,9 @@ def configure(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=None,
-                        help=f"seconds per program (default {DEFAULT_TIMEOUT_S:g}; {CANONICAL_TIMEOUT_S:g} with --canonical)")
+                        help=f"seconds per program (default {DEFAULT_TIMEOUT_S:g}, {CANONICAL_TIMEOUT_S:g} with --canonical; "
+                             f"MBPP+ allows at least {MBPPPLUS_SECONDS_PER_INPUT:g} s per input; robotics/RoboEval "
+                             "default 1 s per world)")
     parser.add_argument("--workers", type=int, default=None, help="sandbox processes (default: CPU count)")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
