@@ -39,8 +39,12 @@ SPLIT_CHOICES = ("test", "validation", "train", "prompt", "all")
 
 HUB_DATASETS = {
     "mbpp": ("google-research-datasets/mbpp", "full"),
-    "mbppplus": ("evalplus/mbppplus", None),
+    "mbppplus": ("evalplus/mbppplus_release v0.2.0", None),
 }
+# EvalPlus publishes MBPP+ (with base_input/plus_input) as a GitHub release, not on the
+# dataset hub (the hub copy has another layout); sha256 of the .gz as published.
+MBPPPLUS_URL = "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus.jsonl.gz"
+MBPPPLUS_GZ_SHA256 = "af43697e8791c4c149bdfd6b489d8b5412507551ac20e28a439f650b8225db63"
 
 # Completion-style stop strings for a program that follows a docstring prompt
 # (what the bigcode harness and EvalPlus use for base models).
@@ -211,6 +215,8 @@ def _hub_records(benchmark: str) -> list[dict]:
     hint = f"pass --data with a local copy of {benchmark} (e.g. ../shared/data/{'mbpp/mbpp.jsonl' if benchmark == 'mbpp' else 'mbppplus/MbppPlus-v0.2.0.derived.jsonl'})"
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
         raise DensecodeError(f"no --data given and the dataset hub is disabled (HF_HUB_OFFLINE=1): {hint}")
+    if benchmark == "mbppplus":
+        return _evalplus_release_records(hint)
     try:
         import datasets  # noqa: PLC0415 (optional, heavy)
     except ImportError:
@@ -223,6 +229,30 @@ def _hub_records(benchmark: str) -> list[dict]:
     for split in loaded.values():
         records.extend(dict(row) for row in split)
     return records
+
+
+def _evalplus_release_records(hint: str) -> list[dict]:
+    """MBPP+ v0.2.0 from EvalPlus's release, cached under ~/.cache/densecode/benchmarks/."""
+    import gzip
+    import hashlib
+    import urllib.request
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "densecode" / "benchmarks"
+    path = cache / "MbppPlus-v0.2.0.jsonl.gz"
+    if not path.is_file():
+        try:
+            with urllib.request.urlopen(MBPPPLUS_URL, timeout=60) as response:
+                blob = response.read()
+        except OSError as exc:
+            raise DensecodeError(f"could not download MBPP+ from {MBPPPLUS_URL} ({exc}); {hint}") from None
+        digest = hashlib.sha256(blob).hexdigest()
+        if digest != MBPPPLUS_GZ_SHA256:
+            raise DensecodeError(f"MBPP+ download from {MBPPPLUS_URL} has sha256 {digest}, expected "
+                                 f"{MBPPPLUS_GZ_SHA256}; {hint}")
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(blob)
+    lines = gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def load_tasks(benchmark: str, data: str | Path | None, split: str = "test") -> list[CodeTask]:
