@@ -48,7 +48,7 @@ def test_compare_two_eval_runs(two_mbpp_runs, tmp_path, capsys):
 
 def _metrics(path, losses, successes):
     path.mkdir(parents=True)
-    lines = [json.dumps({"step": i + 1, "loss": l, "eval/success": s}) for i, (l, s) in enumerate(zip(losses, successes))]
+    lines = [json.dumps({"step": i + 1, "loss": loss, "eval/success": s}) for i, (loss, s) in enumerate(zip(losses, successes))]
     (path / "metrics.jsonl").write_text("\n".join(lines) + "\n{\"step\": 9, \"loss\"")  # killed mid-write
     return path
 
