@@ -42,6 +42,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -57,6 +58,8 @@ logger = logging.getLogger(__name__)
 GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
 CORRECTED_GRAMMAR = GRAMMAR_DIR / "python.lark"
 MODES = ("off", "check", "constrain")
+_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*")
+_WHITESPACE_WITH_NEWLINE = re.compile(r"[ \t]*(\r?\n[ \t]*)+")
 _STRING_PREFIXES = {"r", "u", "b", "f", "br", "rb", "fr", "rf"}
 _FENCES = ("```python\n", "```py\n", "```Python\n", "```\n")
 # Parser states kept per row: the lookup only ever needs the last few lexer tokens,
@@ -490,7 +493,17 @@ class GrammarProcessor:
                 row.fallbacks += 1
                 logger.debug("grammar parser failed (%s) on %r", type(exc).__name__, code[-200:])
             return None
+        paren_level = getattr(row.parser.base_parser.lexer_conf.postlex, "paren_level", 0)
         mask = self.mask_store.get_accept_mask(result)
+        if self.syncode_fixes and not remainder:
+            # syncode's masks miss two kinds of harmless tokens: blank lines and
+            # comments at the start of a line (its indentation mask wants code
+            # there), and line breaks inside brackets (its lexer drops those newlines).
+            stripped = code.rstrip(" \t")
+            if not stripped or stripped.endswith("\n"):
+                mask = mask | self._harmless("line_start")
+            elif paren_level > 0:
+                mask = mask | self._harmless("in_brackets")
         if mask.shape[0] < vocab:
             mask = torch.cat([mask, torch.zeros(vocab - mask.shape[0], dtype=torch.bool)])
         elif mask.shape[0] > vocab:
@@ -506,6 +519,19 @@ class GrammarProcessor:
                 logger.debug("no acceptable token after %r (%r)", code[-200:], result)
             return None
         return mask
+
+    def _harmless(self, kind: str) -> torch.Tensor:
+        """Tokens that cannot break code at a line start / inside brackets (cached)."""
+        cache = self.processor.__dict__.setdefault("_densecode_harmless", {})
+        if kind not in cache:
+            size = len(self.mask_store._vocab) if hasattr(self.mask_store, "_vocab") else len(self.tokenizer)
+            texts = [self.tokenizer.decode([i]) for i in range(size)]
+            if kind == "line_start":
+                pattern = _BLANK_OR_COMMENT
+            else:
+                pattern = _WHITESPACE_WITH_NEWLINE
+            cache[kind] = torch.tensor([bool(pattern.fullmatch(t)) for t in texts], dtype=torch.bool)
+        return cache[kind]
 
     # -- decoding-loop hooks
 
