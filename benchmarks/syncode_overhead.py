@@ -221,8 +221,8 @@ def bench_mbpp(tok, solutions, args):
     solutions = solutions[: args.mbpp_limit] if args.mbpp_limit else solutions
     print(f"\n== 4. MBPP false rejections ({len(solutions)} reference solutions Python accepts) ==")
     configs = {
-        "before (syncode as shipped)": dict(corrected_grammar=False, indent=False, syncode_fixes=False),
-        "after (densecode)": dict(corrected_grammar=True, indent=True, syncode_fixes=True),
+        "before (syncode as shipped)": {"corrected_grammar": False, "indent": False, "syncode_fixes": False},
+        "after (densecode)": {"corrected_grammar": True, "indent": True, "syncode_fixes": True},
     }
     vocab = len(tok)
     results = {}

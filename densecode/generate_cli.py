@@ -91,7 +91,7 @@ def run(args) -> int:
     from densecode.models import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.lora if cfg.lora.enabled else None, device=args.device)
-    pick = lambda flag, default: default if flag is None else flag  # noqa: E731
+    pick = lambda flag, default: default if flag is None else flag
     stop = [_unescape(s) for s in args.stop] if args.stop is not None else gen.stop
     started = time.perf_counter()
     results = generate(

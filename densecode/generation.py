@@ -202,7 +202,7 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
     past = _empty_cache()
     step_ids, step_mask, step_pos = input_ids, attention_mask, position_ids
     for step in range(budget):
-        kwargs = dict(input_ids=step_ids, attention_mask=step_mask, past_key_values=past, use_cache=True)
+        kwargs = {"input_ids": step_ids, "attention_mask": step_mask, "past_key_values": past, "use_cache": True}
         if use_positions:
             kwargs["position_ids"] = step_pos
         out = model(**kwargs)

@@ -46,8 +46,8 @@ import re
 import threading
 import warnings
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 
@@ -126,7 +126,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("DENSECODE_CACHE", "~/.cache/densecode")).expanduser()
 
 
-_FINGERPRINTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -239,7 +239,7 @@ def syncode_processor(tokenizer, grammar=None, indent: bool = True):
     use per tokenizer builds it (seconds for a few thousand tokens, minutes for 32k+).
     """
     syncode = import_syncode()
-    import syncode.common as common
+    from syncode import common
 
     grammar = grammar if grammar is not None else load_grammar()
     key = (tokenizer_fingerprint(tokenizer), grammar.hash(), indent)
@@ -354,7 +354,7 @@ def code_is_complete(code: str) -> bool:
 
 
 class _RowState:
-    __slots__ = ("parser", "prefix", "ids", "failed", "fallbacks", "mask", "had_error", "checked")
+    __slots__ = ("checked", "failed", "fallbacks", "had_error", "ids", "mask", "parser", "prefix")
 
     def __init__(self, parser, prefix: str):
         self.parser = parser
@@ -430,13 +430,13 @@ class GrammarProcessor:
             result.remainder = result.remainder.encode("utf-8")
         return result
 
-    def token_is_valid(self, row: "_RowState", token_id: int) -> bool:
+    def token_is_valid(self, row: _RowState, token_id: int) -> bool:
         """syncode's own `is_valid` test of one token: is code + token a viable prefix?"""
         code, remainder = self._text(row.ids + [token_id])
         code = row.prefix + code
         try:
             result = self.parse(row.parser, code, remainder)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any syncode parser error means: not a viable prefix
             return False
         return bool(self.mask_store.is_valid_prefix(result))
 
@@ -456,7 +456,7 @@ class GrammarProcessor:
             try:
                 parser.get_acceptable_next_terminals(prefix)
                 return parser, prefix
-            except Exception:
+            except Exception:  # noqa: BLE001 - syncode's parser raises several types
                 if self.code_prefix == "prompt" or index == len(candidates) - 1:
                     break
         return None, prompt
@@ -487,7 +487,7 @@ class GrammarProcessor:
         code, remainder = self.code(row)
         try:
             result = self.parse(row.parser, code, remainder)
-        except Exception as exc:  # syncode's parser raising = syncode's "Parsing failed!"
+        except Exception as exc:  # noqa: BLE001 - syncode's parser raising = syncode's "Parsing failed!"
             row.failed = True
             if not row.had_error:  # a failure after grammar-accepted tokens is a real fallback
                 row.fallbacks += 1
@@ -548,7 +548,7 @@ class GrammarProcessor:
                 logits[b] = logits[b].masked_fill(~row.mask.to(logits.device), float("-inf"))
         return logits
 
-    def _verify(self, row: "_RowState", tok: int) -> bool | None:
+    def _verify(self, row: _RowState, tok: int) -> bool | None:
         """The parser's verdict on appending `tok` (cached per step); None when unchecked."""
         if row.failed or row.had_error:
             return None

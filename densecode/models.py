@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from densecode.config import LoraConfig, ModelConfig
 from densecode.errors import DensecodeError
@@ -76,7 +77,7 @@ def _hub_offline() -> bool:
         from huggingface_hub import constants
 
         return bool(constants.HF_HUB_OFFLINE)
-    except Exception:  # pragma: no cover - old huggingface_hub
+    except Exception:  # noqa: BLE001 - old huggingface_hub
         return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
 
 
@@ -167,7 +168,7 @@ def default_device(device=None):
         from accelerate import PartialState
 
         return PartialState().device
-    except Exception:  # pragma: no cover - accelerate misconfigured
+    except Exception:  # noqa: BLE001 - accelerate misconfigured: plain torch choice
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

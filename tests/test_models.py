@@ -133,6 +133,6 @@ def test_alias_loader_gets_the_same_preparation(tiny_model_dir, monkeypatch):
         return AutoModelForCausalLM.from_pretrained(tiny_model_dir), tok
 
     monkeypatch.setitem(models.MODEL_ALIASES, "tiny-alias", loader)
-    model, tok = load_model_and_tokenizer(ModelConfig(name_or_path="tiny-alias"))
+    _model, tok = load_model_and_tokenizer(ModelConfig(name_or_path="tiny-alias"))
     assert calls["dtype"] == torch.float32
     assert tok.padding_side == "left"
