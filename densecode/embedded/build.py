@@ -45,9 +45,9 @@ class BuildRecipe:
     synthetic_tasks: int = 4000
     stdlib_max: int | None = None  # None: every filtered stdlib function
     # Row mixture (probability that a training row comes from each source).
-    p_robotics: float = 0.6
-    p_code: float = 0.25
-    p_stdlib: float = 0.15
+    p_robotics: float = 0.7
+    p_code: float = 0.2
+    p_stdlib: float = 0.1
     eval_every: int = 200
 
 
