@@ -166,7 +166,7 @@ def table(results: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small budget: 20 steps, eval every 5 on 60 tasks")
+    p.add_argument("--quick", action="store_true", help="small budget: 20 steps, eval every 5 on 100 held-out tasks")
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--eval-tasks", type=int, default=200)
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="rerun variants that already finished in --out")
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.eval_every, args.eval_tasks = 20, 5, 60
+        args.steps, args.eval_every, args.eval_tasks = 20, 5, 100
     if args.responses_per_step % args.group_size:
         p.error(f"--responses-per-step {args.responses_per_step} must be a multiple of --group-size {args.group_size}")
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
