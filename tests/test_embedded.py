@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import textwrap
 
 import pytest
 
@@ -70,7 +69,12 @@ def test_trained_tokenizer_round_trips_code_exactly(stdlib_sample):
 
 def test_supervised_rows_mask_prompts_and_pack_whole_examples(stdlib_sample):
     from densecode.embedded.tokenizer import train_tokenizer
-    from densecode.embedded.train import IGNORE, encode_pair, pretrain_rows, supervised_rows
+    from densecode.embedded.train import (
+        IGNORE,
+        encode_pair,
+        pretrain_rows,
+        supervised_rows,
+    )
 
     tok = train_tokenizer(stdlib_sample[:100], vocab_size=400)
     pair = Pair("# Instruction: say hi\ndef task_program():\n", "    say(\"hi\")\n", "robotics")

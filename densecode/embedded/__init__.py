@@ -15,4 +15,4 @@ MODEL_NAME = "densecode-tiny"
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / MODEL_NAME
 EOS_TOKEN = "<|endoftext|>"
 
-__all__ = ["MODEL_NAME", "ASSET_DIR", "EOS_TOKEN"]
+__all__ = ["ASSET_DIR", "EOS_TOKEN", "MODEL_NAME"]

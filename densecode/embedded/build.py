@@ -51,8 +51,9 @@ class BuildRecipe:
     eval_every: int = 200
 
 
-TOY = dict(vocab_size=512, n_layer=2, n_embd=64, n_head=2, n_inner=256, n_positions=256, ctx=128, steps=30,
-           batch_size=8, warmup=5, robotics_tasks=200, synthetic_tasks=200, stdlib_max=200, eval_every=30)
+TOY = {"vocab_size": 512, "n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 256, "n_positions": 256, "ctx": 128,
+       "steps": 30, "batch_size": 8, "warmup": 5, "robotics_tasks": 200, "synthetic_tasks": 200, "stdlib_max": 200,
+       "eval_every": 30}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -110,10 +111,20 @@ def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = Tru
     import torch
     import transformers
 
-    from densecode.embedded.corpus import robotics_pairs, stdlib_functions, synthetic_function_pairs
+    from densecode.embedded.corpus import (
+        robotics_pairs,
+        stdlib_functions,
+        synthetic_function_pairs,
+    )
     from densecode.embedded.tokenizer import train_tokenizer
-    from densecode.embedded.train import (ModelShape, TrainSettings, build_model, pretrain_rows,
-                                          supervised_rows, train)
+    from densecode.embedded.train import (
+        ModelShape,
+        TrainSettings,
+        build_model,
+        pretrain_rows,
+        supervised_rows,
+        train,
+    )
 
     transformers.logging.set_verbosity_error()  # padded-rows warnings: labels mask them
     t0 = time.perf_counter()

@@ -163,8 +163,8 @@ _TEMPLATES: list[tuple[str, tuple[str, ...], str]] = [
     ("Return the {a}-th Fibonacci number (fib(0) = 0, fib(1) = 1).", ("a",),
      "x, y = 0, 1\nfor _ in range({a}):\n    x, y = y, x + y\nreturn x"),
     ("Return True if {a} is a prime number.", ("a",),
-     "if {a} < 2:\n    return False\nfor i in range(2, int({a} ** 0.5) + 1):\n"
-     "    if {a} % i == 0:\n        return False\nreturn True"),
+     ("if {a} < 2:\n    return False\nfor i in range(2, int({a} ** 0.5) + 1):\n"
+      "    if {a} % i == 0:\n        return False\nreturn True")),
     ("Return a dictionary mapping each character of {a} to its count.", ("a",),
      "counts = {{}}\nfor ch in {a}:\n    counts[ch] = counts.get(ch, 0) + 1\nreturn counts"),
     ("Return the list {a} with {b} appended.", ("a", "b"), "return {a} + [{b}]"),
