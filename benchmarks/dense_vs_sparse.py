@@ -87,8 +87,9 @@ def main() -> int:
     curves = {m: {s: eval_curve(train(out, m, s, args)) for s in args.seeds} for m in MODES}
 
     steps = sorted(set.intersection(*[set(c) for m in MODES for c in curves[m].values()]))
-    lines = [f"dense vs sparse rewards, robotics, {args.config}, {args.steps} steps, seeds {args.seeds}, "
-             f"held-out {args.eval_tasks} tasks (greedy); mean ± sd over seeds", ""]
+    title = (f"dense vs sparse rewards, robotics, {args.config}, {args.steps} steps, seeds {args.seeds}, "
+             f"held-out {args.eval_tasks} tasks (greedy); mean ± sd over seeds")
+    lines = [title, ""]
     header = "| step | " + " | ".join(f"{m} {k.split('/')[1]}" for k in METRICS for m in MODES) + " |"
     lines += [header, "|---" * (1 + len(METRICS) * len(MODES)) + "|"]
     for st in steps:

@@ -35,8 +35,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 PROMPTS = ["def add(a, b):\n", "for room in get_all_rooms():\n", "x = [i * 2 for i in", "class Point:\n",
            "import math\n", "answer = ask('Alice',", "while True:\n", "d = {'k': 1,"]
@@ -44,8 +44,12 @@ PROMPTS = ["def add(a, b):\n", "for room in get_all_rooms():\n", "x = [i * 2 for
 
 def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int]]:
     from datasets import Dataset
-    from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
-                              TrainerCallback)
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        TrainerCallback,
+    )
     from trl import PPOConfig, PPOTrainer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -118,7 +122,7 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str) -> tup
         t0 = time.perf_counter()
         stats = tr.train_step(step)
         times.append(time.perf_counter() - t0)
-        tokens.append(int(round(stats["rollout/response_length"] * args.batch)))
+        tokens.append(round(stats["rollout/response_length"] * args.batch))
     return times, tokens
 
 
@@ -152,7 +156,7 @@ def main() -> int:
                 results[name][0].extend(times[1:])
                 results[name][1].extend(tokens[1:])
                 print(f"round {r + 1}: {name}: {statistics.median(times[1:]):.3f} s/step", file=sys.stderr, flush=True)
-    trl_name = [k for k in results if k.startswith("TRL")][0]
+    trl_name = next(k for k in results if k.startswith("TRL"))
     base = statistics.median(results[trl_name][0])
     print(f"\nPPO step, tiny GPT-2 (4 layers, d=128), batch {args.batch}, {args.length} response tokens, "
           f"{args.epochs} epochs x {args.minibatches} minibatch(es), {args.threads} thread(s), "

@@ -15,7 +15,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from densecode.config import add_config_arguments, dump_yaml, load_config, resolve_config_path
+from densecode.config import (
+    add_config_arguments,
+    dump_yaml,
+    load_config,
+    resolve_config_path,
+)
 from densecode.errors import DensecodeError
 
 logger = logging.getLogger("densecode.train")
@@ -96,15 +101,14 @@ def build_algorithm(cfg):
 
 
 def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None, reward_fn=None, task_source=None):
-    import torch
+    import os
+
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
     from densecode.models import load_model_and_tokenizer
     from densecode.rl.tasks import build_task_source
     from densecode.rl.trainer import Trainer
-
-    import os
 
     accelerator = accelerator or Accelerator(mixed_precision=cfg.train.mixed_precision)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and accelerator.num_processes == 1:
@@ -128,7 +132,7 @@ def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None
 
 def run(args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cfg, config_path, resume_ckpt = resolve_config(args)
+    cfg, _config_path, resume_ckpt = resolve_config(args)
     run_dir = Path(cfg.train.output_dir)
     if resume_ckpt is not None and not args.output_dir:
         run_dir = resume_ckpt.parent.parent

@@ -177,8 +177,8 @@ def test_resume_reproduces_the_next_step_exactly(tiny_model_dir, tmp_path):
     for k in w_full:
         assert torch.equal(w_full[k], w_resumed[k]), k
     stats_res = [r for r in map(__import__("json").loads, (run_b / "metrics.jsonl").read_text().splitlines())]
-    last_a = [r for r in stats_full if r["step"] == 3][0]
-    last_b = [r for r in stats_res if r["step"] == 3][0]
+    last_a = next(r for r in stats_full if r["step"] == 3)
+    last_b = next(r for r in stats_res if r["step"] == 3)
     for key in ("ppo/policy_loss", "ppo/value_loss", "reward/sequence_mean", "objective/kl"):
         assert last_a[key] == last_b[key], key
     assert (run_b / "learning_curves.png").is_file() and (run_b / "summary.md").is_file()

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 # ---------------------------------------------------------------- helpers
 
 
@@ -160,7 +159,7 @@ class PPOAlgorithm:
     samples_per_prompt = 1
 
     @classmethod
-    def from_config(cls, algo_cfg, gen_cfg) -> "PPOAlgorithm":
+    def from_config(cls, algo_cfg, gen_cfg) -> PPOAlgorithm:
         return cls(
             gamma=algo_cfg.gamma,
             lam=algo_cfg.lam,

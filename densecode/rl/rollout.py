@@ -66,7 +66,7 @@ class RolloutBatch:
     def truncated(self) -> list[bool]:
         return [r.finish_reason == "length" for r in self.responses]
 
-    def select(self, idx) -> "RolloutBatch":
+    def select(self, idx) -> RolloutBatch:
         """The rows `idx` (a minibatch); tensors and per-row lists are indexed, the rest shared."""
         idx_list = [int(i) for i in (idx.tolist() if torch.is_tensor(idx) else idx)]
         index = torch.tensor(idx_list, dtype=torch.long)
@@ -83,7 +83,7 @@ class RolloutBatch:
             kwargs[f.name] = v
         return RolloutBatch(**kwargs)
 
-    def to(self, device) -> "RolloutBatch":
+    def to(self, device) -> RolloutBatch:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if torch.is_tensor(v):

@@ -71,7 +71,7 @@ class RoboticsTasks:
         self._eval_cache: dict[int, list] = {}
 
     def _prompt(self, task) -> str:
-        instruction = task["instruction"] if isinstance(task, dict) else getattr(task, "instruction")
+        instruction = task["instruction"] if isinstance(task, dict) else task.instruction
         return self._rtasks.format_prompt(instruction)
 
     @staticmethod
@@ -208,7 +208,7 @@ class JsonlCodeTasks:
             self.train_items = items
         else:
             frac = float(opts.get("eval_fraction", 0.2))
-            k = max(1, int(round(len(items) * frac))) if len(items) > 1 else 0
+            k = max(1, round(len(items) * frac)) if len(items) > 1 else 0
             self.train_items, self.eval_items = items[: len(items) - k], items[len(items) - k:]
         limit = int(opts.get("limit", 0) or 0)
         if limit:

@@ -54,9 +54,10 @@ import signal
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -65,7 +66,6 @@ from densecode.errors import DensecodeError
 from densecode.rl.kl import make_kl_controller
 from densecode.rl.ppo import masked_mean
 from densecode.rl.rollout import (
-    Response,
     RolloutBatch,
     build_batch,
     encode_prompts,
@@ -73,7 +73,13 @@ from densecode.rl.rollout import (
     score_batch,
     to_padded,
 )
-from densecode.rl.value_head import PolicyOutput, PolicyWithValue, ReferencePolicy, disable_dropout, is_peft_model
+from densecode.rl.value_head import (
+    PolicyOutput,
+    PolicyWithValue,
+    ReferencePolicy,
+    disable_dropout,
+    is_peft_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -417,7 +423,7 @@ class Trainer:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
-            except Exception as exc:  # tensorboard missing or broken: JSONL still has everything
+            except Exception as exc:  # noqa: BLE001 - tensorboard missing or broken: JSONL still has everything
                 logger.warning("TensorBoard logging disabled: %s", exc)
                 self._writer = False
         if self._writer:
@@ -569,7 +575,7 @@ class Trainer:
                 from densecode.rl.report import write_report
 
                 write_report(self.run_dir)
-            except Exception as exc:  # a plotting problem must not lose a finished run
+            except Exception as exc:  # noqa: BLE001 - a plotting problem must not lose a finished run
                 logger.warning("could not write the learning-curve report: %s", exc)
         return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}
 

@@ -132,7 +132,7 @@ class ReferencePolicy:
                            use_cache=False).logits[:, -R - 1 : -1, :]
         return logprobs_from_logits(logits, response_ids, temperature)
 
-    def to(self, device) -> "ReferencePolicy":
+    def to(self, device) -> ReferencePolicy:
         if self._frozen is not None:
             self._frozen.to(device)
         return self
