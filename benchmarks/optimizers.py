@@ -35,7 +35,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "ppo-dense": ("robotics", []),
     "grpo": ("robotics-grpo", [
         "algo.truncation_masking=none", "algo.grpo_clip_eps_high=0.2", "algo.loss_aggregation=sequence",
-        "algo.temperature_schedule={stages: [1.0]}",
+        "algo.temperature_schedule={stages: [1.0], switch_steps: []}",
     ]),
     "microcoder": ("robotics-grpo", []),
     "microcoder-dense": ("robotics-grpo", ["algo.dense_in_grpo=true"]),
