@@ -301,6 +301,7 @@ def test_temperature_config_validation():
 
 
 def test_one_stage_schedule_is_fixed():
+    assert TemperatureController.from_config({"stages": [0.9], "switch_steps": [60]}).switch_steps == []
     ctl = TemperatureController.from_config({"stages": [0.9]})
     for step in range(300):
         assert ctl.temperature_for_step(step) == 0.9

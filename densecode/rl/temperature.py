@@ -81,8 +81,8 @@ class TemperatureController:
         if unknown:
             raise ValueError(f"algo.temperature_schedule: unknown keys {sorted(unknown)} (known: {sorted(DEFAULTS)})")
         merged = {**DEFAULTS, **schedule}
-        if "stages" in schedule and "switch_steps" not in schedule and len(schedule["stages"]) == 1:
-            merged["switch_steps"] = []  # one stage: a fixed temperature
+        if len(merged["stages"]) == 1:
+            merged["switch_steps"] = []  # one stage: a fixed temperature, nothing to switch to
         return cls(
             stages=[float(t) for t in merged["stages"]],
             switch_steps=[int(s) for s in merged["switch_steps"]],
