@@ -59,7 +59,7 @@ TOY = {"vocab_size": 512, "n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 25
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=str(ASSET_DIR),
                         help=f"output directory (default: the packaged asset, {ASSET_DIR})")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the recipe's)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps = schedule length (default: the shipped recipe, 600)")
     parser.add_argument("--toy", action="store_true",
                         help="tiny model, few steps (about a minute): for tests, produces a loadable model")
     parser.add_argument("--seed", type=int, default=0, help="seed for corpus order, init and sampling")
