@@ -85,15 +85,21 @@ if [[ "$TINY" == "1" ]]; then THREADS=1; fi
 
 say "train: $STEPS PPO steps x $BATCH prompts on $MODEL"
 rm -rf "$OUT/train"
-timeout "$TRAIN_LIMIT" "$PYTHON" -m densecode.cli train --domain robotics --model "$MODEL" --steps "$STEPS" \
-  --output-dir "$OUT/train" --no-progress \
-  --set train.batch_size="$BATCH" --set train.save_every="$STEPS" --set train.eval_every="$STEPS" \
+# SIGINT at the time limit: densecode train saves a checkpoint and exits cleanly, and the check goes on.
+SAVE_EVERY=$(( STEPS / 2 > 0 ? STEPS / 2 : 1 ))
+if timeout -s INT -k 60 "$TRAIN_LIMIT" "$PYTHON" -m densecode.cli train --domain robotics --model "$MODEL" \
+  --steps "$STEPS" --output-dir "$OUT/train" --no-progress \
+  --set train.batch_size="$BATCH" --set train.save_every="$SAVE_EVERY" --set train.eval_every="$STEPS" \
   --set train.eval_tasks="$EVAL_TASKS" --set train.num_threads="$THREADS" \
-  --set generation.max_new_tokens="$MAX_NEW" --set generation.batch_size="$BATCH" 2>&1 | tee "$OUT/train.log" | tail -n 25
-say "train done"
+  --set generation.max_new_tokens="$MAX_NEW" --set generation.batch_size="$BATCH" > "$OUT/train.log" 2>&1; then
+  say "train done"
+else
+  say "train stopped (exit $?; time limit ${TRAIN_LIMIT}s?): continuing with what it logged and saved"
+fi
+tail -n 25 "$OUT/train.log"
 
 say "phase split (steps after the first; from $OUT/train/metrics.jsonl)"
-"$PYTHON" - "$OUT" <<'EOF' | tee "$OUT/phases.md"
+"$PYTHON" - "$OUT" <<'EOF' | tee "$OUT/phases.md" || true
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -117,15 +123,19 @@ if evals:
     last = evals[-1]
     print("held-out eval during training:", {k: round(v, 3) for k, v in last.items() if k.startswith("eval/")})
 EOF
+[[ -s "$OUT/phases.md" ]] || say "no phase split: training logged no steps (see $OUT/train.log)"
 
 say "eval: robotics held-out split ($EVAL_TASKS tasks, greedy)"
 timeout "$EVAL_LIMIT" "$PYTHON" -m densecode.cli eval --benchmark robotics --model "$OUT/train" --tasks "$EVAL_TASKS" \
-  --batch-size "$BATCH" --max-new-tokens "$MAX_NEW" --out "$OUT/eval-robotics" 2>&1 | tail -n 12
+  --batch-size "$BATCH" --max-new-tokens "$MAX_NEW" --out "$OUT/eval-robotics" > "$OUT/eval-robotics.log" 2>&1 \
+  || say "robotics eval failed or ran out of time (see $OUT/eval-robotics.log)"
+tail -n 10 "$OUT/eval-robotics.log"
 if [[ -n "${GPU_CHECK_MBPPPLUS:-}" ]]; then
   say "eval: MBPP+ ($MBPP_LIMIT tasks)"
   timeout "$EVAL_LIMIT" "$PYTHON" -m densecode.cli eval --benchmark mbppplus --model "$OUT/train" \
     --data "$GPU_CHECK_MBPPPLUS" --limit "$MBPP_LIMIT" --batch-size "$BATCH" --max-new-tokens 256 \
-    --out "$OUT/eval-mbppplus" 2>&1 | tail -n 8
+    --out "$OUT/eval-mbppplus" > "$OUT/eval-mbppplus.log" 2>&1 || say "MBPP+ eval failed or ran out of time"
+  tail -n 8 "$OUT/eval-mbppplus.log"
 fi
 
 "$PYTHON" - "$OUT" "$(( $(date +%s) - START ))" <<'EOF' | tee "$OUT/gpu_check.md"
@@ -133,7 +143,8 @@ import json, sys
 from pathlib import Path
 out, seconds = Path(sys.argv[1]), sys.argv[2]
 print("# gpu_check summary\n")
-print((out / "phases.md").read_text())
+phases = out / "phases.md"
+print(phases.read_text() if phases.is_file() else "(no phase split: see train.log)")
 for name in ("eval-robotics", "eval-mbppplus"):
     path = out / name / "results.json"
     if path.is_file():
