@@ -58,7 +58,10 @@ logger = logging.getLogger(__name__)
 GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
 CORRECTED_GRAMMAR = GRAMMAR_DIR / "python.lark"
 MODES = ("off", "check", "constrain")
-_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*")
+# At a line start: blank lines, comments, and tokens that carry the line's indentation
+# together with code (" return" for one-space indents); whether that indentation is
+# legal is left to the parser check every sampled token gets in constrain mode.
+_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*|[ \t]+[^ \t\r\n].*", re.DOTALL)
 _WHITESPACE_WITH_NEWLINE = re.compile(r"[ \t]*(\r?\n[ \t]*)+")
 _STRING_PREFIXES = {"r", "u", "b", "f", "br", "rb", "fr", "rf"}
 _FENCES = ("```python\n", "```py\n", "```Python\n", "```\n")
@@ -496,9 +499,10 @@ class GrammarProcessor:
         paren_level = getattr(row.parser.base_parser.lexer_conf.postlex, "paren_level", 0)
         mask = self.mask_store.get_accept_mask(result)
         if self.syncode_fixes and not remainder:
-            # syncode's masks miss two kinds of harmless tokens: blank lines and
-            # comments at the start of a line (its indentation mask wants code
-            # there), and line breaks inside brackets (its lexer drops those newlines).
+            # syncode's masks miss tokens that are fine: blank lines, comments and
+            # indentation+code tokens at the start of a line (its indentation mask wants
+            # pure indentation there), and line breaks inside brackets (its lexer drops
+            # those newlines).
             stripped = code.rstrip(" \t")
             if not stripped or stripped.endswith("\n"):
                 mask = mask | self._harmless("line_start")
