@@ -162,6 +162,20 @@ def test_asset_checksums_and_size():
     assert info["name"] == "densecode-tiny" and info["seed"] == 0
 
 
+def test_asset_was_built_by_the_default_recipe():
+    """`densecode build-model` (no options) must regenerate the shipped asset: an edit to the
+    recipe defaults without a rebuild makes the asset and the command disagree."""
+    from dataclasses import asdict
+
+    from densecode.embedded.build import BuildRecipe
+
+    info = json.loads((ASSET_DIR / "build_info.json").read_text())
+    assert info["recipe"] == asdict(BuildRecipe())
+    config = json.loads((ASSET_DIR / "config.json").read_text())
+    assert (config["n_layer"], config["n_embd"], config["vocab_size"]) == (
+        info["recipe"]["n_layer"], info["recipe"]["n_embd"], info["recipe"]["vocab_size"])
+
+
 @pytest.fixture(scope="module")
 def shipped():
     import torch
