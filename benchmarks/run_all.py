@@ -61,6 +61,9 @@ LOG_DIR = ROOT / "runs" / "bench" / "logs"
 MARK_START = "<!-- results:start -->"
 MARK_END = "<!-- results:end -->"
 QUICK_BUDGET_S = 600
+# run_all points the training comparisons' --out here in quick mode and empties it first:
+# those scripts reuse finished runs in their --out, and a quick run must measure afresh.
+QUICK_OUT = ROOT / "runs" / "bench" / "quick"
 ENV_JSON = "DENSECODE_BENCH_JSON"
 
 
@@ -200,6 +203,10 @@ def run_bench(bench: Bench, quick: bool, time_left_s: float, python: str) -> lis
     command = [python, str(bench.script.relative_to(ROOT)), *args]
     shown = " ".join(shlex.quote(c) for c in [".venv/bin/python" if c == python else c for c in command])
     timeout = min(bench.quick_timeout_s if quick else bench.full_timeout_s, max(1.0, time_left_s))
+    if quick:
+        import shutil
+
+        shutil.rmtree(QUICK_OUT / bench.name, ignore_errors=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     log_path = LOG_DIR / f"{bench.name}.log"
     with tempfile.TemporaryDirectory() as tmp:

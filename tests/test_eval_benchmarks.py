@@ -35,6 +35,7 @@ def run_all(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "RESULTS_JSON", bench_dir / "RESULTS.json")
     monkeypatch.setattr(module, "README", tmp_path / "README.md")
     monkeypatch.setattr(module, "LOG_DIR", tmp_path / "logs")
+    monkeypatch.setattr(module, "QUICK_OUT", tmp_path / "quick")
     benches = [
         module.Bench("good", "good figures"),
         module.Bench("plain", "prints only"),  # mentions --quick: gets it in quick mode
