@@ -1,6 +1,7 @@
 """Sandbox throughput: SandboxPool vs one fresh `python` subprocess per program.
 
     python benchmarks/sandbox_throughput.py [--data ../shared/data/mbpp/mbpp.jsonl] [--workers N]
+    python benchmarks/sandbox_throughput.py --naive-limit 100 --skip-mix   # quick (run_all --quick)
 
 1. Judges every MBPP reference solution against its asserts (974 programs) with
    the pool, then with the naive baseline (a fresh interpreter per program, run
@@ -12,6 +13,9 @@
    infinite loop, output flood, sleeping, SIGTERM-ignoring, detached child,
    file writes, network, reward hacks) and prints throughput and outcome classes.
    The naive baseline is not run on the mix: it has no isolation to survive it.
+
+Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
+$DENSECODE_BENCH_JSON when either is set.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ def main() -> int:
     ap.add_argument("--cpu", type=float, default=2.0, help="CPU-time limit per program, seconds (sandbox default)")
     ap.add_argument("--naive-limit", type=int, default=None, help="run the naive baseline on the first N programs only")
     ap.add_argument("--skip-mix", action="store_true", help="skip the 10%% hostile mix")
+    ap.add_argument("--json", default=None, help="also write machine-readable figures here (run_all convention)")
     args = ap.parse_args()
 
     if not os.path.exists(args.data):
@@ -148,6 +153,23 @@ def main() -> int:
             print(f"  {kind:16s} {dict(by_kind[kind])}")
         print(f"hostile programs judged passed: {hostile_passed}")
     print(f"pool still serving after the batch: {still_ok}")
+
+    from densecode.eval.bench_records import emit, figure
+
+    naive_what = "one fresh python per program, sequential, no isolation"
+    if len(naive_rows) < len(rows):
+        naive_what += f" (first {len(naive_rows)} programs)"
+    records = [figure("programs/s, MBPP reference solutions + asserts, sandbox pool", pool_rate, "programs/s",
+                      baseline=naive_what, baseline_value=naive_rate,
+                      note=f"{outcomes['passed']}/{len(rows)} passed in the pool; "
+                           f"{naive_passed}/{len(naive_rows)} in the baseline; {pool.max_workers} workers")]
+    if mix_report:
+        n, n_hostile, mix_s, by_kind, hostile_passed = mix_report
+        records.append(figure(f"programs/s, MBPP with {n_hostile} of {n} programs hostile, sandbox pool",
+                              n / mix_s, "programs/s",
+                              note=f"hostile judged passed: {hostile_passed}; pool still serving: {still_ok}; "
+                                   "naive baseline not run (no isolation)"))
+    emit(records, args.json)
     return 0
 
 
