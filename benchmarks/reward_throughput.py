@@ -1,6 +1,7 @@
 """Reward assembler throughput on MBPP workloads, and Ruff batched vs once per sample.
 
     .venv/bin/python benchmarks/reward_throughput.py [--n 256] [--repeats 3] [--model M]
+    .venv/bin/python benchmarks/reward_throughput.py --n 64 --repeats 1      # quick (run_all --quick)
 
 Samples: MBPP reference solutions and mutated variants (syntax errors, lint
 errors, wrong answers, runtime exceptions), half chat-style (fenced), half
@@ -9,6 +10,8 @@ Prints: samples/s of make_sample and of the whole code-domain assembler (syntax,
 lint, dfg, sandboxed tests, kl from synthetic log-probs), each component's share
 of the assembler time, and the lint component with Ruff run once per batch vs
 once per sample, side by side with the ratio (same diagnostics checked).
+Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
+$DENSECODE_BENCH_JSON when either is set.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="tokenizer source (default: the tiny test tokenizer)")
     parser.add_argument("--per-sample-limit", type=int, default=0,
                         help="time Ruff-per-sample on only this many samples and scale (0: all)")
+    parser.add_argument("--json", default=None, help="also write machine-readable figures here (run_all convention)")
     args = parser.parse_args()
     if not MBPP.is_file():
         sys.exit(f"MBPP not found at {MBPP} (expected ../shared/data beside the repo)")
@@ -78,9 +82,11 @@ def main() -> int:
     print(f"\nassembler (code domain: {', '.join(batch.raw)}), median of {args.repeats}: "
           f"{wall:.2f} s/batch = {len(samples) / wall:.1f} samples/s = {n_tok / wall:.0f} tokens/s")
     print(f"{'component':<10} {'s/batch':>8} {'share':>7}")
+    share_note = []
     for name, ts in sorted(shares.items(), key=lambda kv: -statistics.median(kv[1])):
         t = statistics.median(ts)
         print(f"{name:<10} {t:>8.3f} {100 * t / wall:>6.1f}%")
+        share_note.append(f"{name} {100 * t / wall:.0f}%")
     st = batch.stats
     print(f"(pass_rate {st.get('reward/tests/pass_rate', 0):.2f}, syntax_ok {st.get('reward/syntax/syntax_ok', 0):.2f}, "
           f"lint violations/sample {st.get('reward/lint/n_violations', 0):.1f})")
@@ -102,6 +108,19 @@ def main() -> int:
     print(f"{'Ruff once per sample':<24} {t_single:>8.3f} s   {len(samples) / t_single:>8.0f} samples/s"
           + ("" if subset is samples else f"   (timed on {len(subset)}, scaled)"))
     print(f"speed-up batched / per-sample: {t_single / t_batched:.1f}x; identical token values: {same}")
+
+    from densecode.eval.bench_records import emit, figure
+
+    emit([
+        figure(f"reward assembler (code domain: {', '.join(batch.raw)}), {len(samples)} MBPP samples", len(samples) / wall,
+               "samples/s", note=f"time share: {', '.join(share_note)}; {n_tok / wall:.0f} tokens/s"),
+        figure("make_sample (response tokens -> sample)", len(samples) / make_s, "samples/s",
+               note=f"{n_tok / len(samples):.0f} tokens/sample"),
+        figure(f"lint component time (Ruff + tree-sitter) on {len(samples)} samples, Ruff once per batch", t_batched,
+               "s", baseline="Ruff once per sample", baseline_value=t_single, ratio=t_single / t_batched,
+               note="ratio = speed-up; identical token values: " + str(same)
+                    + ("" if subset is samples else f"; per-sample timed on {len(subset)}, scaled")),
+    ], args.json)
     return 0 if same else 1
 
 
