@@ -77,7 +77,7 @@ def run_naive(rows: list[dict], timeout_s: float) -> tuple[float, int]:
         script = "\n".join([r.get("test_setup_code", ""), r["code"], *r["test_list"]])
         with tempfile.TemporaryDirectory() as d:
             try:
-                proc = subprocess.run([sys.executable, "-c", script], cwd=d, stdin=subprocess.DEVNULL,
+                proc = subprocess.run([sys.executable, "-c", script], check=False, cwd=d, stdin=subprocess.DEVNULL,
                                       capture_output=True, timeout=timeout_s)
                 passed += proc.returncode == 0
             except subprocess.TimeoutExpired:
