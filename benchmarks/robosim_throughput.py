@@ -13,6 +13,10 @@ spent in the simulator (handler) vs the sandbox (process start, IPC, the
 program itself). Also checks that every reference succeeds.
 
     .venv/bin/python benchmarks/robosim_throughput.py --tasks 500
+    .venv/bin/python benchmarks/robosim_throughput.py --tasks 100   # quick (run_all --quick)
+
+Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
+$DENSECODE_BENCH_JSON when either is set.
 """
 
 from __future__ import annotations
@@ -22,12 +26,11 @@ import collections
 import os
 import time
 
-from tqdm import tqdm
-
 from robosim.checks import judge
 from robosim.runner import run_programs, world_runs
 from robosim.tasks import generate_tasks
 from robosim.world import API_NAMES, RobotError, World
+from tqdm import tqdm
 
 
 class _Budget(Exception):
@@ -49,7 +52,7 @@ def run_in_process(program: str, world: dict, max_calls: int) -> tuple[str, Worl
         return call
 
     namespace = {name: bind(name) for name in API_NAMES}
-    exec(compile(program, "<reference>", "exec"), namespace)
+    exec(compile(program, "<reference>", "exec"), namespace)  # noqa: S102 (densecode's own reference programs)
     try:
         namespace["task_program"]()
         return "ok", w
@@ -66,6 +69,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-calls", type=int, default=200, help="robot calls per run (the shipped default)")
     parser.add_argument("--timeout", type=float, default=1.0, help="per-run wall limit in the sandbox (s)")
+    parser.add_argument("--json", default=None, help="also write machine-readable figures here (run_all convention)")
     args = parser.parse_args()
 
     tasks = generate_tasks(args.split, n=args.tasks, seed=args.seed)
@@ -117,6 +121,19 @@ def main() -> None:
           f"{1e3 * (costs[100] - costs[0]) / 100:.2f} ms per bridged call")
     if outcomes["success"] != len(jobs):
         print(f"WARNING: not every reference succeeded: {dict(outcomes)}")
+
+    from densecode.eval.bench_records import emit, figure
+
+    emit([
+        figure(f"runs/s, RoboSim reference programs in the sandbox ({len(tasks)} tasks, {len(jobs)} runs)",
+               len(jobs) / sand_s, "runs/s", baseline="in-process driver, no sandbox",
+               baseline_value=len(jobs) / base_s,
+               note=f"run time: simulator {100 * sim_s / run_s:.0f}%, sandbox {100 * (run_s - sim_s) / run_s:.0f}%; "
+                    f"references passing {outcomes['success']}/{len(jobs)} (baseline {base_ok}/{len(jobs)}); "
+                    f"{pool.max_workers} workers"),
+        figure("sandbox cost per bridged robot API call", 1e3 * (costs[100] - costs[0]) / 100, "ms/call",
+               note=f"{1e3 * costs[0]:.1f} ms per run without calls"),
+    ], args.json)
 
 
 if __name__ == "__main__":
