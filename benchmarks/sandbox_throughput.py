@@ -1,7 +1,7 @@
 """Sandbox throughput: SandboxPool vs one fresh `python` subprocess per program.
 
     python benchmarks/sandbox_throughput.py [--data ../shared/data/mbpp/mbpp.jsonl] [--workers N]
-    python benchmarks/sandbox_throughput.py --naive-limit 100 --skip-mix   # quick (run_all --quick)
+    python benchmarks/sandbox_throughput.py --naive-limit 100 --skip-mix   # quick size (what run_all passes in quick mode)
 
 1. Judges every MBPP reference solution against its asserts (974 programs) with
    the pool, then with the naive baseline (a fresh interpreter per program, run
