@@ -1,7 +1,7 @@
 """Reward assembler throughput on MBPP workloads, and Ruff batched vs once per sample.
 
     .venv/bin/python benchmarks/reward_throughput.py [--n 256] [--repeats 3] [--model M]
-    .venv/bin/python benchmarks/reward_throughput.py --n 64 --repeats 1      # quick (run_all --quick)
+    .venv/bin/python benchmarks/reward_throughput.py --n 64 --repeats 1      # quick size (what run_all passes in quick mode)
 
 Samples: MBPP reference solutions and mutated variants (syntax errors, lint
 errors, wrong answers, runtime exceptions), half chat-style (fenced), half
