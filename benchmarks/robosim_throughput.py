@@ -13,7 +13,7 @@ spent in the simulator (handler) vs the sandbox (process start, IPC, the
 program itself). Also checks that every reference succeeds.
 
     .venv/bin/python benchmarks/robosim_throughput.py --tasks 500
-    .venv/bin/python benchmarks/robosim_throughput.py --tasks 100   # quick (run_all --quick)
+    .venv/bin/python benchmarks/robosim_throughput.py --tasks 100   # quick size (what run_all passes in quick mode)
 
 Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
 $DENSECODE_BENCH_JSON when either is set.
