@@ -6,7 +6,12 @@ import math
 import pytest
 import torch
 
-from densecode.rl.diversity import distinct_ngram_ratio, edit_distance, pairwise_edit_distance, rollout_diversity
+from densecode.rl.diversity import (
+    distinct_ngram_ratio,
+    edit_distance,
+    pairwise_edit_distance,
+    rollout_diversity,
+)
 from densecode.rl.grpo import (
     aggregate,
     dense_token_term,
@@ -370,8 +375,8 @@ def test_algorithm_dense_term_marks_the_failing_token():
     from densecode.rl.grpo import GRPOAlgorithm
 
     syntax = [[1, 1, 1, 1], [1, -1, 0, 0]]
-    kwargs = dict(seq_rewards=[0.0, 0.0], prompt_index=[0, 0], truncated=[False, False],
-                  token_ids=[[1, 2, 3, 4], [5, 6, 7, 8]], syntax_values=syntax, syntax_ok=[1, 0], length=4)
+    kwargs = {"seq_rewards": [0.0, 0.0], "prompt_index": [0, 0], "truncated": [False, False],
+              "token_ids": [[1, 2, 3, 4], [5, 6, 7, 8]], "syntax_values": syntax, "syntax_ok": [1, 0], "length": 4}
     plain = _fake_batch(**kwargs)
     GRPOAlgorithm(group_size=2, dense_in_grpo=False).compute_advantages(plain)
     assert torch.equal(plain.advantages, torch.zeros(2, 4))  # equal rewards: plain GRPO learns nothing

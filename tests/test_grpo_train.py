@@ -10,7 +10,7 @@ from densecode.rl.grpo import GRPOAlgorithm
 
 
 class _Prompts:
-    PROMPTS = ["def task_program():\n", "# go\n", "x = 1\n", "for i in range(3):\n"]
+    PROMPTS = ("def task_program():\n", "# go\n", "x = 1\n", "for i in range(3):\n")
 
     def train_batch(self, n, seed):
         return [self.PROMPTS[i % len(self.PROMPTS)] for i in range(n)], [{} for _ in range(n)]

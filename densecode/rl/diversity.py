@@ -16,8 +16,8 @@ to one prompt) and averages them over the groups of a step:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Sequence
 
 import numpy as np
 

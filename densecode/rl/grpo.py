@@ -44,8 +44,9 @@ mask (1 on generated tokens, 0 on padding).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -397,7 +398,7 @@ class GRPOAlgorithm:
         return self.kl_coef > 0
 
     @classmethod
-    def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> "GRPOAlgorithm":
+    def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> GRPOAlgorithm:
         from densecode.rl.temperature import TemperatureController
 
         try:

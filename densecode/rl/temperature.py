@@ -32,8 +32,9 @@ An empty mapping means MicroCoder's defaults above; `{stages: [T]}` is a fixed T
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ class TemperatureController:
             raise ValueError("temperature_schedule.window must be >= 2 (a trend needs two points)")
 
     @classmethod
-    def from_config(cls, schedule: Mapping[str, Any]) -> "TemperatureController":
+    def from_config(cls, schedule: Mapping[str, Any]) -> TemperatureController:
         unknown = set(schedule) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"algo.temperature_schedule: unknown keys {sorted(unknown)} (known: {sorted(DEFAULTS)})")
