@@ -96,9 +96,9 @@ def write_summary(run_dir: str | Path) -> Path:
         for r in evals:
             lines.append(f"| {r['step']} | " + " | ".join(f"{r.get(k, float('nan')):.3f}" for k in keys) + " |")
         first, last = evals[0], evals[-1]
+        lines.append("")
         for k in keys:
             if _finite(first.get(k)) and _finite(last.get(k)):
-                lines.append("")
                 lines.append(f"- {k}: {first[k]:.3f} → {last[k]:.3f} (Δ {last[k] - first[k]:+.3f})")
         lines.append("")
     if train:
