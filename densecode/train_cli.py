@@ -22,6 +22,7 @@ from densecode.config import (
     resolve_config_path,
 )
 from densecode.errors import DensecodeError
+from densecode.simulators import is_plugin
 
 logger = logging.getLogger("densecode.train")
 
@@ -29,8 +30,9 @@ DOMAINS = ("robotics", "code")
 
 
 def configure(parser) -> None:
-    parser.add_argument("--domain", choices=DOMAINS, default=None,
-                        help="robotics (RoboSim tasks, sim reward) or code (jsonl tasks with tests)")
+    parser.add_argument("--domain", default=None,
+                        help="robotics (RoboSim tasks, sim reward), code (jsonl tasks with tests), or the domain "
+                             "of a simulator plug-in config")
     add_config_arguments(parser)
     parser.add_argument("--model", default=None, help="model dir, densecode-tiny, or hub id (overrides model.name_or_path)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default=None, help="optimiser (overrides algo.name)")
@@ -55,7 +57,9 @@ def resolve_config(args):
             config_path = run_cfg
     if config_path is None:
         domain = args.domain or "robotics"
-        config_path = resolve_config_path(domain)
+        # `--algo grpo` starts from the domain's GRPO config (MicroCoder settings, no KL), not the PPO one.
+        name = f"{domain}-grpo" if args.algo == "grpo" else domain
+        config_path = resolve_config_path(name)
         if not Path(config_path).is_file():
             raise DensecodeError(f"no default config for domain {domain!r} (expected configs/{domain}.yaml); "
                                  "pass --config FILE")
@@ -70,8 +74,9 @@ def resolve_config(args):
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
     cfg = load_config(config_path, overrides)
-    if cfg.domain not in DOMAINS:
-        raise DensecodeError(f"unknown domain {cfg.domain!r}: choose one of {', '.join(DOMAINS)} (--domain)")
+    if cfg.domain not in DOMAINS and not is_plugin(cfg.tasks):
+        raise DensecodeError(f"unknown domain {cfg.domain!r}: choose one of {', '.join(DOMAINS)} (--domain), "
+                             "or name a simulator plug-in under tasks.simulator (see configs/warehouse.yaml)")
     return cfg, config_path, resume_ckpt
 
 
@@ -79,7 +84,11 @@ def build_reward_fn(cfg):
     from densecode.rewards import build_assembler
 
     simulator = None
-    if cfg.domain == "robotics" and cfg.reward.weights.get("sim", 0.8) > 0:
+    if is_plugin(cfg.tasks):
+        from densecode.simulators import GymProgramBackend
+
+        simulator = GymProgramBackend.from_config(cfg.tasks)
+    elif cfg.domain == "robotics" and cfg.reward.weights.get("sim", 0.8) > 0:
         try:
             from robosim import RoboSimBackend
         except ImportError as exc:

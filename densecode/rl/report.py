@@ -21,6 +21,15 @@ CURVES = [
 EVAL_KEYS = ["eval/success_rate", "eval/executability", "eval/pass_rate", "eval/parse_rate"]
 
 
+def _eval_keys(evals: list[dict]) -> list[str]:
+    """The standard eval metrics present; else (a plug-in simulator's own names) every eval/* figure but n."""
+    keys = [k for k in EVAL_KEYS if any(_finite(r.get(k)) for r in evals)]
+    if keys:
+        return keys
+    return sorted({k for r in evals for k, v in r.items()
+                   if k.startswith("eval/") and k != "eval/n" and _finite(v)})
+
+
 def read_metrics(run_dir: str | Path) -> tuple[list[dict], list[dict]]:
     train, evals = [], []
     path = Path(run_dir) / "metrics.jsonl"
@@ -49,7 +58,7 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
 
     train, evals = read_metrics(run_dir)
     panels = [(k, t) for k, t in CURVES if any(_finite(r.get(k)) for r in train)]
-    eval_keys = [k for k in EVAL_KEYS if any(_finite(r.get(k)) for r in evals)]
+    eval_keys = _eval_keys(evals)
     if not panels and not eval_keys:
         return None
     n = len(panels) + (1 if eval_keys else 0)
@@ -90,7 +99,7 @@ def write_summary(run_dir: str | Path) -> Path:
         last = train[-1]
         lines += [f"- steps: {last['step']}", f"- wall time: {last.get('elapsed_s', float('nan')) / 60:.1f} min", ""]
     if evals:
-        keys = [k for k in EVAL_KEYS if any(_finite(r.get(k)) for r in evals)]
+        keys = _eval_keys(evals)
         lines += ["| step | " + " | ".join(k.split("/", 1)[1] for k in keys) + " |",
                   "|---" * (len(keys) + 1) + "|"]
         for r in evals:

@@ -242,7 +242,12 @@ class JsonlCodeTasks:
 
 
 def build_task_source(cfg, base_dir: Path | None = None):
+    from densecode.simulators import PluginTasks, is_plugin
+
     domain = cfg.domain
+    if is_plugin(cfg.tasks):
+        # A custom gymnasium simulator: any domain name; its plug-in checks its own `tasks:` keys.
+        return PluginTasks(cfg.generation, cfg.tasks, base_dir)
     if domain == "robotics":
         return RoboticsTasks(cfg.generation, cfg.tasks)
     if domain == "code":
