@@ -166,8 +166,10 @@ def default_device(device=None):
         return torch.device(device)
     try:
         from accelerate import PartialState
+        from accelerate.utils import parse_flag_from_env
 
-        return PartialState().device
+        # PartialState is a process-wide singleton: honour ACCELERATE_USE_CPU if we are first to create it.
+        return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU")).device
     except Exception:  # noqa: BLE001 - accelerate misconfigured: plain torch choice
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

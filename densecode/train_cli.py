@@ -81,14 +81,14 @@ def resolve_config(args):
 
 
 def build_reward_fn(cfg):
-    from densecode.rewards import build_assembler
+    from densecode.rewards import build_assembler, effective_weights
 
     simulator = None
     if is_plugin(cfg.tasks):
         from densecode.simulators import GymProgramBackend
 
         simulator = GymProgramBackend.from_config(cfg.tasks)
-    elif cfg.domain == "robotics" and cfg.reward.weights.get("sim", 0.8) > 0:
+    elif cfg.domain == "robotics" and effective_weights(cfg.reward, cfg.domain).get("sim", 0.0) > 0:
         try:
             from robosim import RoboSimBackend
         except ImportError as exc:

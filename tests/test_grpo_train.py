@@ -36,7 +36,7 @@ def _trainer(tiny_model_dir, tmp_path, overrides):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     cfg = load_config(None, ["algo.name=grpo", "train.batch_size=4", "algo.group_size=4", "generation.max_new_tokens=12",
                              "train.lr=3e-3", "train.eval_every=0", "train.save_every=0", "algo.ppo_epochs=1"] + overrides)
-    cfg.reward.weights = {}  # no KL reward: the trivial reward is the whole signal
+    cfg.reward.weights = {"kl": 0.0}  # no KL reward: the trivial reward is the whole signal
     algo = GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=cfg.train.seed)
     return Trainer(cfg, model=model, tokenizer=tok, task_source=_Prompts(), reward_fn=_even_token_reward, algo=algo,
                    run_dir=tmp_path / "run", progress=False), algo

@@ -84,6 +84,13 @@ from densecode.rl.value_head import (
 logger = logging.getLogger(__name__)
 
 
+
+def _kl_weight(cfg) -> float:
+    """The KL weight the reward assembler really uses (`reward.weights` over the domain's defaults)."""
+    from densecode.rewards import effective_weights
+
+    return float(effective_weights(cfg.reward, cfg.domain).get("kl", 0.0))
+
 class Algorithm(Protocol):
     name: str
     needs_value_head: bool
@@ -149,7 +156,7 @@ class Trainer:
         if critic is not None:
             disable_dropout(critic)
         # GRPO hook: an algorithm with a KL loss term (grpo_kl_coef > 0) sets needs_reference.
-        needs_ref = cfg.reward.weights.get("kl", 0) > 0 or getattr(algo, "needs_reference", False)
+        needs_ref = _kl_weight(cfg) > 0 or getattr(algo, "needs_reference", False)
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -165,7 +172,7 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        beta = float(cfg.reward.weights.get("kl", 0.0))
+        beta = float(_kl_weight(cfg))
         self.kl_ctl = make_kl_controller(cfg.algo, beta)
         self.state = TrainState()
         self._stop_requested = False
@@ -338,7 +345,7 @@ class Trainer:
         # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step.
         seq_kl = stats.get("objective/kl", 0.0)
         beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
-        if hasattr(self.reward_fn, "set_weight") and self.cfg.reward.weights.get("kl", 0) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", beta)
             except DensecodeError:
@@ -492,7 +499,7 @@ class Trainer:
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
         _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
-        if hasattr(self.reward_fn, "set_weight") and self.cfg.reward.weights.get("kl", 0) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", self.kl_ctl.value)
             except DensecodeError:
