@@ -137,6 +137,8 @@ class TrainingConfig:
     eval_every: int = 25
     eval_tasks: int = 64
     log_every: int = 1
+    # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
+    rollouts_every: int = 10
     mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
     num_threads: int = 0  # torch CPU threads; 0 = leave torch's default
 

@@ -36,3 +36,6 @@ def test_plugin_domain_trains_end_to_end(tiny_model_dir, tmp_path):
     assert "reward/sim/token_mean" in train[0] and "eval/success" in evals[-1]
     assert (run / "summary.md").read_text().count("success") >= 1
     assert (run / "checkpoints").is_dir()
+    # the last step's samples and per-token rewards are kept for the reward explorer
+    assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(run / "report.html")]) == 0
+    assert "<html" in (run / "report.html").read_text().lower()

@@ -442,6 +442,16 @@ class Trainer:
 
     # ------------------------------------------------------------ checkpoints
 
+    def write_rollouts(self, step: int) -> None:
+        """Append the last batch's samples and per-token rewards to rollouts.jsonl (for `densecode explain`)."""
+        batch = getattr(self, "_last_batch", None)
+        rb = getattr(batch, "reward_outputs", None)
+        if not self.is_main or batch is None or not hasattr(rb, "outputs"):
+            return  # a custom reward_fn without per-component outputs has nothing to explain
+        from densecode.rewards.explain import write_rollouts
+
+        write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step)
+
     def save_checkpoint(self) -> Path | None:
         """Atomic: write checkpoints/.tmp-step-N, then rename to checkpoints/step-N."""
         self.accelerator.wait_for_everyone()
@@ -553,6 +563,8 @@ class Trainer:
                 last_stats = stats
                 if cfg.log_every > 0 and (self.state.step % cfg.log_every == 0 or self.state.step == total):
                     self.write_metrics({"step": self.state.step, "elapsed_s": self.state.elapsed_s, **stats})
+                if cfg.rollouts_every > 0 and (self.state.step % cfg.rollouts_every == 0 or self.state.step == total):
+                    self.write_rollouts(self.state.step)
                 if cfg.eval_every > 0 and (self.state.step % cfg.eval_every == 0 or self.state.step == total):
                     last_stats.update(self.evaluate(self.state.step))
                 if cfg.save_every > 0 and self.state.step % cfg.save_every == 0 and self.state.step < total:
