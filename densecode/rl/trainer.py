@@ -444,11 +444,13 @@ class Trainer:
 
     def write_rollouts(self, step: int) -> None:
         """Append the last batch's samples and per-token rewards to rollouts.jsonl (for `densecode explain`)."""
+        from densecode.rewards import RewardBatch
+        from densecode.rewards.explain import write_rollouts
+
         batch = getattr(self, "_last_batch", None)
         rb = getattr(batch, "reward_outputs", None)
-        if not self.is_main or batch is None or not hasattr(rb, "outputs"):
-            return  # a custom reward_fn without per-component outputs has nothing to explain
-        from densecode.rewards.explain import write_rollouts
+        if not self.is_main or not isinstance(rb, RewardBatch):
+            return  # a custom reward_fn without the assembler's per-component outputs has nothing to explain
 
         write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step)
 
