@@ -93,7 +93,13 @@ def build_reward_fn(cfg):
             from robosim import RoboSimBackend
         except ImportError as exc:
             raise DensecodeError(f"the robotics sim reward needs robosim.RoboSimBackend: {exc}") from None
-        simulator = RoboSimBackend()
+        # tasks.sim: RoboSimBackend options, e.g. {mode: dynamic} (reference scoring) or {clean_credit: 0}.
+        sim_opts = dict(cfg.tasks.get("sim") or {})
+        try:
+            simulator = RoboSimBackend(**sim_opts)
+        except TypeError as exc:
+            raise DensecodeError(f"tasks.sim: {exc} (known: mode, n_runs, clean_credit, error_penalty, "
+                                 "timeout_s, max_calls, seed)") from None
     return build_assembler(cfg.reward, cfg.domain, simulator=simulator)
 
 

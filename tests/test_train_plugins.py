@@ -39,3 +39,19 @@ def test_plugin_domain_trains_end_to_end(tiny_model_dir, tmp_path):
     # the last step's samples and per-token rewards are kept for the reward explorer
     assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(run / "report.html")]) == 0
     assert "<html" in (run / "report.html").read_text().lower()
+
+
+
+def test_robosim_backend_options_from_config():
+    import pytest
+
+    from densecode.config import load_config
+    from densecode.errors import DensecodeError
+    from densecode.train_cli import build_reward_fn
+
+    cfg = load_config("robotics", ["tasks.sim={mode: dynamic, clean_credit: 0.0}"])
+    sim = build_reward_fn(cfg).components["sim"].simulator
+    assert sim.mode == "dynamic" and sim.clean_credit == 0.0
+    assert build_reward_fn(load_config("robotics")).components["sim"].simulator.clean_credit == 0.25
+    with pytest.raises(DensecodeError, match="tasks.sim"):
+        build_reward_fn(load_config("robotics", ["tasks.sim={credit: 1}"]))

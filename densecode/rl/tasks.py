@@ -29,7 +29,7 @@ import numpy as np
 from densecode.errors import DensecodeError
 
 TASK_KEYS = {"path", "eval_path", "eval_fraction", "limit", "format", "train_seed", "eval_seed", "eval_split",
-             "eval_temperature", "eval_max_new_tokens", "simulator", "mbpp_splits"}
+             "eval_temperature", "eval_max_new_tokens", "simulator", "mbpp_splits", "sim"}
 
 
 def _check_keys(opts: dict) -> None:
