@@ -114,6 +114,15 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     (out / "results.md").write_text(text + "\n")
+    from densecode.eval.bench_records import emit, figure
+
+    emit([figure(f"held-out {k.split('/')[1]} at step {last}, dense rewards ({args.steps} steps, seeds {args.seeds})",
+                 mean_sd([curves["dense"][s][last][k] for s in args.seeds])[0], "",
+                 baseline="sparse (same components on the last token)",
+                 baseline_value=mean_sd([curves["sparse"][s][last][k] for s in args.seeds])[0],
+                 note=f"step {first}: " + ", ".join(f"{m} {mean_sd([curves[m][s][first][k] for s in args.seeds])[0]:.3f}"
+                                                   for m in MODES) + f"; {args.eval_tasks} eval tasks")
+          for k in METRICS])
 
     import matplotlib
 

@@ -225,6 +225,13 @@ def main(argv=None) -> int:
     out.write_text(json.dumps({"args": vars(args), "trl_version": trl_pkg.__version__, "densecode": dense, "trl": trl},
                               indent=2))
     print(f"wrote {out}")
+    from densecode.eval.bench_records import emit, figure
+
+    shape = f"{args.prompts} prompts x G={args.group_size}, {args.max_new_tokens} new tokens"
+    emit([figure(f"GRPO wall s/step ({shape})", dense["step_s"], "s/step", baseline=f"TRL {trl_pkg.__version__} GRPOTrainer",
+                 baseline_value=trl["step_s"], ratio=speedup, note="ratio = speed-up (TRL s/step / densecode s/step)"),
+          figure(f"GRPO tokens/s ({shape})", dense["tokens_per_s"], "tokens/s",
+                 baseline=f"TRL {trl_pkg.__version__} GRPOTrainer", baseline_value=trl["tokens_per_s"])])
     return 0
 
 

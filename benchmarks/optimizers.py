@@ -203,6 +203,20 @@ def main(argv=None) -> int:
                                              "wall_s": r["wall_s"]} for n, r in results.items()}},
         indent=2))
     print(f"\n{title}\n\n{md}\n\nwrote {out / 'optimizers.png'}, {out / 'optimizers.md'}")
+    from densecode.eval.bench_records import emit, figure
+
+    base_name = "ppo-dense" if "ppo-dense" in results else names[0]
+    base_curve = results[base_name]["curve"]
+    records = []
+    for name, res in results.items():
+        if not res["curve"]:
+            continue
+        (s0, v0), (s1, v1) = res["curve"][0], res["curve"][-1]
+        records.append(figure(f"held-out success at step {s1}, {name} ({args.eval_tasks} tasks)", v1, "",
+                              baseline=f"{base_name} at step {base_curve[-1][0]}" if base_curve else None,
+                              baseline_value=base_curve[-1][1] if base_curve else None,
+                              note=f"step {s0}: {v0:.3f}; {title}"))
+    emit(records)
     return 0
 
 

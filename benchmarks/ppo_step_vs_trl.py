@@ -168,6 +168,19 @@ def main() -> int:
         print(f"{name:<34} {med:>16.3f} {tps:>10.0f} {base / med:>12.2f}x")
     print("\nnotes: TRL scores with a reward model and always generates the full length; densecode uses a trivial "
           "per-token reward and stops at EOS (tokens counted as generated).")
+    from densecode.eval.bench_records import emit, figure
+
+    records = []
+    for name, (times, tokens) in results.items():
+        if name == trl_name:
+            continue
+        med = statistics.median(times)
+        records.append(figure(f"PPO s/step, {name} (batch {args.batch}, {args.length} tokens, {args.epochs} epochs)",
+                              med, "s/step", baseline=trl_name, baseline_value=base, ratio=base / med,
+                              note=f"ratio = speed-up; tokens/s {sum(tokens) / sum(times):.0f} vs "
+                                   f"{sum(results[trl_name][1]) / sum(results[trl_name][0]):.0f}; TRL always "
+                                   "generates the full length"))
+    emit(records)
     return 0
 
 
