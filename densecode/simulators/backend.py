@@ -142,7 +142,8 @@ class GymApiHandler:
         return min(max(float(score), 0.0), 1.0)
 
 
-def _parse_error(program: str) -> dict | None:
+def parse_error(program: str) -> dict | None:
+    """The program's syntax error as an error dict, or None (parsing only, nothing runs)."""
     try:
         ast.parse(program)
     except SyntaxError as exc:
@@ -215,7 +216,7 @@ class GymProgramBackend:
         jobs, owner = [], []
         for i, (program, task) in enumerate(zip(programs, tasks)):
             program = program if "def task_program(" in program else PROGRAM_HEADER + program
-            err = _parse_error(program)
+            err = parse_error(program)
             for k in range(self.runs):
                 if err is not None:
                     out[i].append(PluginRun("parse_error", error=err))

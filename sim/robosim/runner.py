@@ -15,11 +15,13 @@ call budget running out is normal and the partial trace is judged.
 
 from __future__ import annotations
 
-import ast
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from densecode.simulators.backend import (
+    parse_error,  # shared with the generic gym plug-in backend
+)
 from robosim.env import END, RoboSimEnv
 from robosim.world import API_NAMES
 
@@ -105,17 +107,6 @@ class RoboSimHandler:
             verdicts = info["checks"]
         self.sim_s += time.perf_counter() - start
         return [[text, bool(ok)] for text, ok in verdicts]
-
-
-def parse_error(program: str) -> dict | None:
-    """The program's syntax error as an error dict, or None (parsing only, nothing runs)."""
-    try:
-        ast.parse(program)
-    except SyntaxError as exc:
-        return {"kind": "parse", "type": "SyntaxError", "message": exc.msg or str(exc), "line": exc.lineno}
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return {"kind": "parse", "type": type(exc).__name__, "message": str(exc), "line": None}
-    return None
 
 
 _CRASHES = {"memory": "MemoryError", "output_limit": "OutputLimitExceeded", "sandbox_violation": "SandboxViolation"}
