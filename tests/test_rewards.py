@@ -539,3 +539,46 @@ def test_kl_estimator_from_algo_unless_component_option(tok):
     assert asm.components["kl"].estimator == "k1"
     asm = build_assembler(RewardConfig(components={"kl": {"estimator": "k3"}}), "code", kl_estimator="k1")
     assert asm.components["kl"].estimator == "k3"
+
+
+# ---------------------------------------------------------------- spread: each (reference) vs split
+
+
+def test_split_spread_makes_sums_length_neutral(tok):
+    """`spread: split` divides a value among its tokens: a longer response earns no more (or less)."""
+    short = "    go_to('kitchen')\n"
+    long = "    start = get_current_location()\n    go_to('kitchen')\n    go_to(start)\n    say('done')\n"
+    sums = {}
+    for name, response in (("short", short), ("long", long)):
+        s = sample_of(tok, ROBOT_PROMPT, response)
+        each = SimComponent(simulator=FakeSim(SimFeedback(0.6)))([s])[0].values
+        split = SimComponent(simulator=FakeSim(SimFeedback(0.6)), spread="split")([s])[0].values
+        code = s.code_token_mask()
+        assert np.allclose(each[code], 0.6)
+        assert np.allclose(split[code], 0.6 / code.sum())
+        sums[name] = (float(each.sum()), float(split.sum()))
+        syn = SyntaxComponent(spread="split")([s])[0].values
+        assert float(syn.sum()) == pytest.approx(1.0, abs=1e-5)
+    assert sums["long"][0] > 2 * sums["short"][0]  # "each": the sum grows with length
+    assert sums["long"][1] == pytest.approx(0.6, abs=1e-5) and sums["short"][1] == pytest.approx(0.6, abs=1e-5)
+
+
+def test_split_spread_keeps_line_penalties_on_their_line(tok):
+    response = "    go_to('kitchen')\n    pick('apple')\n    place('pear')\n"
+    s = sample_of(tok, ROBOT_PROMPT, response)
+    sim = FakeSim(SimFeedback(0.6, [(4, -0.5, "placing what is not held")]))
+    out = SimComponent(simulator=sim, spread="split")([s])[0]
+    start = response.index("place('pear')")
+    line = sorted(tokens_of(s, start, start + len("place('pear')")))
+    n_code = int(s.code_token_mask().sum())
+    for i in range(s.n_tokens):
+        expected = 0.6 / n_code + (-0.5 / len(line) if i in line else 0.0)
+        assert out.values[i] == pytest.approx(expected, abs=1e-6)
+    assert float(out.values[line].sum()) == pytest.approx(-0.5 + 0.6 * len(line) / n_code, abs=1e-5)
+    # The first bad token keeps the whole syntax error value.
+    bad = sample_of(tok, ROBOT_PROMPT, "    x = 1\n    y = (x + ) * 2\n")
+    v = SyntaxComponent(spread="split")([bad])[0].values
+    err = bad.token_at(bad.response.index(")"))
+    assert v[err] == -1.0 and np.all(v[:err] > 0) and np.all(v[:err] < 1.0)
+    with pytest.raises(DensecodeError, match="spread"):
+        SimComponent(simulator=sim, spread="mean")

@@ -41,6 +41,29 @@ class RewardComponent:
         raise NotImplementedError
 
 
+SPREADS = ("each", "split")
+
+
+def check_spread(component: str, spread: str) -> str:
+    if spread not in SPREADS:
+        raise DensecodeError(f"reward.components.{component}.spread must be 'each' or 'split'; got {spread!r}")
+    return spread
+
+
+def spread_over(values: np.ndarray, tokens, value: float, spread: str = "each") -> None:
+    """Add `value` to `tokens` (an index list or a boolean mask) of `values`, in place.
+
+    "each" (the reference implementation) puts the whole value on every token, so with
+    gamma = 1 a response's return grows with its length: a positive value is a length
+    bonus and a negative one a length penalty. "split" divides it evenly, so the tokens'
+    values sum to `value` whatever the response's length.
+    """
+    idx = np.flatnonzero(tokens) if isinstance(tokens, np.ndarray) and tokens.dtype == bool else np.asarray(tokens, dtype=int)
+    if idx.size == 0:
+        return
+    values[idx] += value if spread == "each" else value / idx.size
+
+
 def diag(rule: str, span: tuple[int, int] | None, tokens: list[int], message: str, value: float, **extra: Any) -> dict:
     """A diagnostic record (JSON-friendly)."""
     out = {

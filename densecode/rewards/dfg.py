@@ -20,7 +20,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from densecode.rewards.base import ComponentOutput, RewardComponent
+from densecode.rewards.base import (
+    ComponentOutput,
+    RewardComponent,
+    check_spread,
+    spread_over,
+)
 from densecode.rewards.sample import Sample, program_of
 
 _PATTERN_TYPES = {"identifier", "pattern_list", "tuple_pattern", "list_pattern", "list_splat_pattern",
@@ -189,7 +194,8 @@ def dataflow_match(candidate: str, reference: str) -> float | None:
 class DFGComponent(RewardComponent):
     name = "dfg"
 
-    def __init__(self, offset: float = 0.5, positive_only: bool = True) -> None:
+    def __init__(self, offset: float = 0.5, positive_only: bool = True, spread: str = "each") -> None:
+        self.spread = check_spread("dfg", spread)
         self.offset = float(offset)
         self.positive_only = positive_only
 
@@ -206,7 +212,7 @@ class DFGComponent(RewardComponent):
             if self.positive_only:
                 value = max(value, 0.0)
             values = np.zeros(s.n_tokens, dtype=np.float32)
-            values[s.code_token_mask()] = value
+            spread_over(values, s.code_token_mask(), value, self.spread)
             outs.append(ComponentOutput(values, [{"rule": "dfg", "span": None, "tokens": None,
                                                   "message": f"data-flow match {score:.2f}", "value": value}],
                                         {"dfg_score": score, "has_reference": 1.0}))

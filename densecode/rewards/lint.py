@@ -28,7 +28,13 @@ from functools import lru_cache
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.base import ComponentOutput, RewardComponent, diag
+from densecode.rewards.base import (
+    ComponentOutput,
+    RewardComponent,
+    check_spread,
+    diag,
+    spread_over,
+)
 from densecode.rewards.sample import ProgramMap, Sample, program_of
 
 DEFAULT_SELECT = ["E", "F", "W", "I", "UP", "B", "S", "ANN", "C", "N", "PL", "PT", "TID"]
@@ -140,7 +146,9 @@ class LintComponent(RewardComponent):
     def __init__(self, select: list[str] | None = None, ignore: list[str] | None = None,
                  builtins: list[str] | None = None, category_weights: dict[str, float] | None = None,
                  token_floor: float = -3.0, skip_syntax_errors: bool = True, target_version: str = "py311",
-                 line_length: int = 88) -> None:
+                 line_length: int = 88, spread: str = "each") -> None:
+        # split: a finding's value is divided among its node's tokens (a long node costs no more).
+        self.spread = check_spread("lint", spread)
         self.select = list(select or DEFAULT_SELECT)
         self.ignore = list(DEFAULT_IGNORE if ignore is None else ignore)
         self.builtins = list(builtins or [])
@@ -199,7 +207,7 @@ class LintComponent(RewardComponent):
             n_response += 1
             counts[cat] += 1
             value = -self.category_weights[cat]
-            values[tokens] += value
+            spread_over(values, tokens, value, self.spread)
             records.append(diag(code, rng, tokens, d.get("message", ""), value, category=cat, node=node_type,
                                 row=loc.get("row"), col=loc.get("column")))
         np.maximum(values, self.token_floor, out=values)

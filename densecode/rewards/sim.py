@@ -6,7 +6,8 @@ The backend receives each sample's executable program (`program_of`: the prompt'
 runs / runs), or `fail_value` (reference -0.1) when the score is 0; plus
 per-line penalties (1-based PROGRAM lines, e.g. the line that raised a robot-API
 error) added to that line's tokens. Lines inside the prompt prefix reach no token.
-A response without code gets `fail_value` on its last token.
+A response without code gets `fail_value` on its last token. `spread: split` divides
+the score and each line penalty among their tokens instead (length-neutral sums).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from densecode.rewards.base import (
     RewardComponent,
     SimFeedback,
     SimulatorBackend,
+    check_spread,
     diag,
+    spread_over,
 )
 from densecode.rewards.sample import Sample, program_of
 
@@ -28,8 +31,9 @@ class SimComponent(RewardComponent):
     name = "sim"
 
     def __init__(self, simulator: SimulatorBackend | None = None, fail_value: float = -0.1,
-                 line_penalty_scale: float = 1.0) -> None:
+                 line_penalty_scale: float = 1.0, spread: str = "each") -> None:
         self.simulator = simulator
+        self.spread = check_spread("sim", spread)
         self.fail_value = float(fail_value)
         self.line_penalty_scale = float(line_penalty_scale)
 
@@ -51,7 +55,7 @@ class SimComponent(RewardComponent):
         score = float(min(max(fb.score, 0.0), 1.0))
         base = score if score > 0 else self.fail_value
         if code.any():
-            values[code] = base
+            spread_over(values, code, base, self.spread)
         elif sample.n_tokens:
             values[-1] = self.fail_value
         records = []
@@ -62,7 +66,7 @@ class SimComponent(RewardComponent):
             tokens = sample.tokens_in_range(*rng)
             if tokens:
                 value = self.line_penalty_scale * float(penalty)
-                values[tokens] += value
+                spread_over(values, tokens, value, self.spread)
                 records.append(diag("sim-line", rng, tokens, str(reason), value, line=int(line)))
         info = {"sim_score": score}
         info.update({k: float(v) for k, v in fb.info.items() if isinstance(v, (int, float, bool))})

@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.base import ComponentOutput, RewardComponent, diag
+from densecode.rewards.base import ComponentOutput, RewardComponent, check_spread, diag
 from densecode.rewards.sample import ProgramMap, Sample, region_programs
 
 # Messages CPython gives when the source simply stops too early.
@@ -110,7 +110,7 @@ class SyntaxComponent(RewardComponent):
     name = "syntax"
 
     def __init__(self, source: str = "python", valid_value: float = 1.0, error_value: float = -1.0,
-                 after_error_value: float = 0.0, locate: str = "prefix") -> None:
+                 after_error_value: float = 0.0, locate: str = "prefix", spread: str = "each") -> None:
         if source not in ("python", "grammar"):
             raise DensecodeError(f"reward.components.syntax.source must be 'python' or 'grammar'; got {source!r}")
         if locate not in ("prefix", "cpython"):
@@ -118,6 +118,8 @@ class SyntaxComponent(RewardComponent):
         # prefix: the first character after which no continuation parses (binary search);
         # cpython: the position CPython's SyntaxError reports.
         self.locate = locate
+        # split: valid_value / (code tokens) per accepted token, so a clean response sums to valid_value.
+        self.spread = check_spread("syntax", spread)
         self.source = source
         self.valid_value = float(valid_value)
         self.error_value = float(error_value)
@@ -127,9 +129,10 @@ class SyntaxComponent(RewardComponent):
         return [self._grammar(s) if self.source == "grammar" else self._python(s) for s in samples]
 
     def _fill_region(self, values: np.ndarray, region_tokens: list[int], error_token: int | None) -> None:
+        valid = self.valid_value / max(len(region_tokens), 1) if self.spread == "split" else self.valid_value
         for i in region_tokens:
             if error_token is None or i < error_token:
-                values[i] = self.valid_value
+                values[i] = valid
             elif i == error_token:
                 values[i] = self.error_value
             else:

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.base import ComponentOutput, RewardComponent, diag
+from densecode.rewards.base import (
+    ComponentOutput,
+    RewardComponent,
+    check_spread,
+    diag,
+    spread_over,
+)
 from densecode.rewards.sample import Sample, program_of
 
 
@@ -57,8 +63,9 @@ class TestsComponent(RewardComponent):
     __test__ = False  # not a pytest class
 
     def __init__(self, sandbox: Any = None, fail_penalty: float = -0.3, exception_penalty: float = -1.0,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, spread: str = "each") -> None:
         self.pool = sandbox
+        self.spread = check_spread("tests", spread)
         self.fail_penalty = float(fail_penalty)
         self.exception_penalty = float(exception_penalty)
         self.timeout = timeout
@@ -102,7 +109,7 @@ class TestsComponent(RewardComponent):
         records = []
         outcome = str(getattr(res, "outcome", ""))
         if code.any():
-            values[code] = base
+            spread_over(values, code, base, self.spread)
         elif sample.n_tokens:
             values[-1] = self.fail_penalty
         records.append(diag("tests", None, [], f"{n_passed}/{n_tests} tests passed ({outcome})", base,
@@ -114,7 +121,7 @@ class TestsComponent(RewardComponent):
             rng = pmap.line_to_response(int(line))
             tokens = sample.tokens_in_range(*rng) if rng else []
             if tokens:
-                values[tokens] += self.exception_penalty
+                spread_over(values, tokens, self.exception_penalty, self.spread)
                 msg = f"{exc_type or 'exception'}: {getattr(res, 'exc_message', '') or ''}".strip()
                 records.append(diag(exc_type or "exception", rng, tokens, msg, self.exception_penalty, line=int(line)))
         info = {"pass_rate": rate, "all_passed": float(n_tests > 0 and n_passed == n_tests), "has_tests": 1.0,
