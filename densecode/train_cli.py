@@ -98,7 +98,7 @@ def build_reward_fn(cfg):
         try:
             simulator = RoboSimBackend(**sim_opts)
         except TypeError as exc:
-            raise DensecodeError(f"tasks.sim: {exc} (known: mode, n_runs, clean_credit, error_penalty, "
+            raise DensecodeError(f"tasks.sim: {exc} (known: mode, n_runs, clean_credit, check_credit, error_penalty, "
                                  "timeout_s, max_calls, seed)") from None
     return build_assembler(cfg.reward, cfg.domain, simulator=simulator)
 

@@ -466,8 +466,9 @@ def test_empty_and_eos_only_responses(tok, fake_jobs):
     comps = {"tests": TestsComponent(sandbox=FakePool([_judge(0, 1), _judge(0, 1)]))}
     batch = build_assembler(cfg, "code", components=comps)([empty, eos])
     assert batch.total[0].shape == (0,)
-    # No code at all: the failing tests' penalty lands on the only (EOS) token.
-    assert batch.total[1][0] == pytest.approx(0.7 * -0.3)
+    # No code at all: the failing tests' penalty lands on the only (EOS) token, and so does the
+    # syntax error of stopping before `def task_program():` has a body.
+    assert batch.total[1][0] == pytest.approx(0.7 * -0.3 + 0.1 * -1.0)
 
 
 def _sentencepiece_style_tokenizer():
@@ -582,3 +583,19 @@ def test_split_spread_keeps_line_penalties_on_their_line(tok):
     assert v[err] == -1.0 and np.all(v[:err] > 0) and np.all(v[:err] < 1.0)
     with pytest.raises(DensecodeError, match="spread"):
         SimComponent(simulator=sim, spread="mean")
+
+
+def test_stopping_at_once_is_a_syntax_and_sim_failure_on_the_stop(tok):
+    """EOS right after `def task_program():` leaves a body-less program: the stop is to blame."""
+    empty = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion")
+    out = SyntaxComponent()([empty])[0]
+    assert out.values.tolist() == [-1.0] and out.info["syntax_ok"] == 0.0
+    # ... but not when the prompt has no code prefix to complete, or the stop was a length cut-off
+    prose = make_sample("Write add.", [tok.eos_token_id], tok, {}, code_regions="completion")
+    assert SyntaxComponent()([prose])[0].values.tolist() == [0.0]
+    cut = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion", truncated=True)
+    assert SyntaxComponent()([cut])[0].values.tolist() == [0.0]
+    # the sim's penalty for a program that could not run lands on the stop too
+    sim = FakeSim(SimFeedback(0.0, [(1, -0.5, "SyntaxError: expected an indented block")]))
+    v = SimComponent(simulator=sim)([empty])[0].values
+    assert v.tolist() == [pytest.approx(-0.6)]

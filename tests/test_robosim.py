@@ -3,9 +3,8 @@ sandboxed runs with outcome classes and line numbers, and the reward backend."""
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
-
 import robosim  # noqa: F401  (registers the env ids)
+from gymnasium.utils.env_checker import check_env
 from robosim.env import RoboSimEnv, action
 from robosim.trace import Ask, GoTo, Say, Trace, TraceElement
 from robosim.world import DynamicWorld, RobotError, World
@@ -174,7 +173,7 @@ def test_env_step_semantics():
 
 # ----------------------------------------------------------------- sandboxed runs
 
-from robosim.runner import WorldRun, run_programs  # noqa: E402
+from robosim.runner import WorldRun, run_programs
 
 WORLD = {"rooms": ["kitchen", "lobby"], "objects": [["apple", "kitchen"]], "people": [["Mina", "lobby", ["yes"]]],
          "robot": "lobby"}
@@ -205,8 +204,9 @@ def test_outcome_classes_with_lines():
 
 
 def test_backend_scores_and_line_penalties():
-    from densecode.rewards.base import SimFeedback, SimulatorBackend
     from robosim import RoboSimBackend
+
+    from densecode.rewards.base import SimFeedback, SimulatorBackend
 
     task = {"task_id": "t", "worlds": [{"state": WORLD, "checks": CHECKS, "timeout": False}],
             "dynamic": {"rooms": ["kitchen", "lobby"], "robot": "lobby"}}
@@ -217,6 +217,10 @@ def test_backend_scores_and_line_penalties():
     assert fbs[0].score == 1.0 and fbs[0].line_penalties == []
     assert 0 < fbs[1].score < 1
     assert fbs[2].score == 0.0 and fbs[2].line_penalties[0][:2] == (3, -1.0)
+    # check_credit < 1: partial progress is worth less, success is still 1.0
+    half = RoboSimBackend(max_calls=300, clean_credit=0.0, check_credit=0.5)
+    fb_s, fb_c = half.evaluate([PROGRAMS["success"], PROGRAMS["check_failure"]], [task] * 2)
+    assert fb_s.score == 1.0 and fb_c.score == pytest.approx(0.5 * (fbs[1].score - 0.25) / 0.75)
     dyn = RoboSimBackend(mode="dynamic", n_runs=5)
     [fb] = dyn.evaluate(['def task_program():\n    go_to("kitchen")\n    pick("apple")\n'], [task])
     assert fb.info["runs"] == 5 and fb.score == fb.info["clean_runs"] / 5

@@ -5,7 +5,6 @@ import collections
 import json
 
 import pytest
-
 from robosim.checks import judge
 from robosim.tasks import (
     FAMILIES,
@@ -112,7 +111,7 @@ def test_splits_are_deterministic_disjoint_and_cover_all_families():
     assert set(t.family for t in test_a) == set(FAMILIES)
     train = generate_tasks("train", n=2000, seed=0)
     val = generate_tasks("validation", n=200, seed=0)
-    pairs = lambda ts: {(t.instruction, t.reference) for t in ts}  # noqa: E731
+    pairs = lambda ts: {(t.instruction, t.reference) for t in ts}
     assert not pairs(train) & pairs(test_a)
     assert not pairs(train) & pairs(val)
     assert not pairs(val) & pairs(test_a)

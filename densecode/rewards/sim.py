@@ -5,7 +5,8 @@ The backend receives each sample's executable program (`program_of`: the prompt'
 `SimFeedback`: a score in [0, 1] that goes on every code token (reference: clean
 runs / runs), or `fail_value` (reference -0.1) when the score is 0; plus
 per-line penalties (1-based PROGRAM lines, e.g. the line that raised a robot-API
-error) added to that line's tokens. Lines inside the prompt prefix reach no token.
+error) added to that line's tokens. Lines inside the prompt prefix reach no token,
+except when the response has no code: then they land on its last token (the stop).
 A response without code gets `fail_value` on its last token. `spread: split` divides
 the score and each line penalty among their tokens instead (length-neutral sums).
 """
@@ -61,9 +62,14 @@ class SimComponent(RewardComponent):
         records = []
         for line, penalty, reason in fb.line_penalties:
             rng = pmap.line_to_response(int(line))
-            if rng is None:
+            if rng is None and not code.any() and sample.n_tokens:
+                # No code at all (the model stopped at once): the program failed because of that stop.
+                rng = sample.token_spans[-1]
+                tokens = [sample.n_tokens - 1]
+            elif rng is None:
                 continue
-            tokens = sample.tokens_in_range(*rng)
+            else:
+                tokens = sample.tokens_in_range(*rng)
             if tokens:
                 value = self.line_penalty_scale * float(penalty)
                 spread_over(values, tokens, value, self.spread)

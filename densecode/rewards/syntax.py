@@ -33,7 +33,12 @@ import numpy as np
 
 from densecode.errors import DensecodeError
 from densecode.rewards.base import ComponentOutput, RewardComponent, check_spread, diag
-from densecode.rewards.sample import ProgramMap, Sample, region_programs
+from densecode.rewards.sample import (
+    ProgramMap,
+    Sample,
+    prompt_code_prefix,
+    region_programs,
+)
 
 # Messages CPython gives when the source simply stops too early.
 _INCOMPLETE_MARKERS = (
@@ -176,6 +181,16 @@ class SyntaxComponent(RewardComponent):
                                                 span, [error_token], msg, self.error_value,
                                                 program_offset=pos))
             self._fill_region(values, region_tokens, error_token)
+        if not sample.code_regions and sample.region_mode == "completion" and sample.n_tokens and not sample.truncated:
+            # Stopping at once after a prompt like `def task_program():\n` leaves a program that cannot
+            # parse (no body): the stop itself (EOS, the only token) is the error.
+            prefix = prompt_code_prefix(sample.prompt)
+            err = parse_error(prefix) if prefix.strip() and parse_error(prefix + "    pass\n") is None else None
+            if err is not None:
+                ok = False
+                values[-1] = self.error_value
+                diagnostics.append(diag("syntax-incomplete", sample.token_spans[-1], [sample.n_tokens - 1], err[1],
+                                        self.error_value))
         return ComponentOutput(values, diagnostics, {"syntax_ok": float(ok), "incomplete": float(incomplete_any),
                                                      "has_code": float(bool(sample.code_regions))})
 

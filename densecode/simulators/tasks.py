@@ -100,7 +100,7 @@ class PluginTasks:
     def evaluate_programs(self, programs: list[str], tasks: list[dict]) -> dict[str, float]:
         outcomes = self.backend.outcomes(programs, tasks)
         n = max(len(outcomes), 1)
-        count = lambda *names: sum(o in names for o in outcomes) / n  # noqa: E731
+        count = lambda *names: sum(o in names for o in outcomes) / n
         return {
             "n": float(len(outcomes)),
             "parses": 1.0 - count("parse_error"),

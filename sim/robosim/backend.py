@@ -5,8 +5,9 @@ sandbox and returns a `SimFeedback`:
 
 - score in [0, 1] on the code tokens. Dynamic worlds (the reference's
   behaviour): clean runs / runs. Concrete worlds with checks: per run 0 on an
-  error or unexpected timeout, else `clean_credit + (1 - clean_credit) *
-  share of checks passed`; averaged over runs. (The sim component turns a 0
+  error or unexpected timeout, 1 on success, else `clean_credit +
+  check_credit * (1 - clean_credit) * share of checks passed`; averaged over
+  runs (check_credit < 1 makes success worth more than partial progress). (The sim component turns a 0
   into its fail value, -0.1 by default.)
 - line_penalties: each error's penalty (`error_penalty` / runs, summed over
   runs that failed on that line) on the program line that raised it: Python
@@ -40,6 +41,7 @@ class RoboSimBackend:
         mode: str = "auto",
         n_runs: int = 5,
         clean_credit: float = 0.25,
+        check_credit: float = 1.0,
         error_penalty: float = -1.0,
         timeout_s: float = 1.0,
         max_calls: int = 200,
@@ -51,6 +53,7 @@ class RoboSimBackend:
         self.mode = mode
         self.n_runs = n_runs
         self.clean_credit = clean_credit
+        self.check_credit = check_credit
         self.error_penalty = error_penalty
         self.timeout_s = timeout_s
         self.max_calls = max_calls
@@ -84,8 +87,10 @@ class RoboSimBackend:
         for r in runs:
             if not r.clean:
                 scores.append(0.0)
+            elif r.checks and r.outcome == "success":
+                scores.append(1.0)
             elif r.checks:
-                scores.append(self.clean_credit + (1.0 - self.clean_credit) * r.check_fraction)
+                scores.append(self.clean_credit + self.check_credit * (1.0 - self.clean_credit) * r.check_fraction)
             else:
                 scores.append(1.0)
         penalties: dict[tuple[int, str], float] = defaultdict(float)
