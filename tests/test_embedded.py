@@ -100,19 +100,43 @@ def test_tiny_build_produces_loadable_model(tmp_path):
 
     from densecode.embedded.build import BuildRecipe, build, verify_sha256sums
 
-    recipe = BuildRecipe(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=128, ctx=96,
+    recipe = BuildRecipe(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=256, ctx=256,
                          steps=4, batch_size=4, warmup=1, robotics_tasks=40, synthetic_tasks=40, stdlib_max=40,
-                         eval_every=4)
+                         eval_every=4, robotics_steps=3, robotics_warmup=1)
     info = build(recipe, tmp_path, seed=0, progress=False)
     assert info["recipe"]["steps"] == 4 and len(info["eval_losses"]) == 1
     assert info["corpus"]["robotics_train_tasks"] == 40
+    assert info["robotics_stage"]["steps_run"] == 3 and "robotics" in info["robotics_stage"]["eval_losses"]
     assert verify_sha256sums(tmp_path) == []
+    assert not (tmp_path / "_stage1").exists()
     model = AutoModelForCausalLM.from_pretrained(tmp_path)
     tok = AutoTokenizer.from_pretrained(tmp_path)
     assert model.config.vocab_size == len(tok) and model.config.eos_token_id == tok.eos_token_id
     out = model.generate(**tok(["def task_program():\n"], return_tensors="pt"), max_new_tokens=4, do_sample=False,
                          pad_token_id=tok.eos_token_id)
     assert out.shape[1] > 0
+
+
+def test_stage2_from_a_saved_stage1_equals_the_whole_build(tmp_path):
+    """`--stage1 DIR` (stage 2 only) gives the same weights as the two stages in one build."""
+    from dataclasses import replace
+
+    from densecode.embedded.build import BuildRecipe, build, build_from_stage1
+    from densecode.errors import DensecodeError
+
+    recipe = BuildRecipe(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=256, ctx=256,
+                         steps=3, batch_size=4, warmup=1, robotics_tasks=30, synthetic_tasks=30, stdlib_max=30,
+                         eval_every=3, robotics_steps=4, robotics_stop_at=2, robotics_warmup=1)
+    build(recipe, tmp_path / "whole", seed=0, progress=False)
+    build(replace(recipe, robotics_steps=0), tmp_path / "stage1", seed=0, progress=False)
+    info = build_from_stage1(recipe, tmp_path / "stage1", tmp_path / "two", seed=0, progress=False)
+    assert info["robotics_stage"]["steps_run"] == 2
+    whole = (tmp_path / "whole" / "model.safetensors").read_bytes()
+    assert (tmp_path / "two" / "model.safetensors").read_bytes() == whole
+    with pytest.raises(DensecodeError, match="another stage-1 recipe"):
+        build_from_stage1(replace(recipe, lr=1e-3), tmp_path / "stage1", tmp_path / "bad", seed=0, progress=False)
+    with pytest.raises(DensecodeError, match="already ran the robotics stage"):
+        build_from_stage1(recipe, tmp_path / "two", tmp_path / "bad", seed=0, progress=False)
 
 
 def test_build_model_rejects_bad_output_dir(tmp_path, capsys):

@@ -49,6 +49,12 @@ class BuildRecipe:
     p_code: float = 0.2
     p_stdlib: float = 0.1
     eval_every: int = 200
+    # Stage 2: supervised fine-tuning on the robotics rows only, starting from the stage-1 model as
+    # saved (fp16, reloaded in fp32) with a fresh optimizer. 0 steps = no stage 2.
+    robotics_steps: int = 0  # its learning-rate schedule length
+    robotics_stop_at: int | None = None
+    robotics_lr: float = 1e-3
+    robotics_warmup: int = 10
 
 
 TOY = {"vocab_size": 512, "n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 256, "n_positions": 256, "ctx": 128,
@@ -65,6 +71,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for corpus order, init and sampling")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: OMP_NUM_THREADS or all cores)")
+    parser.add_argument("--robotics-steps", type=int, default=None,
+                        help="stage-2 robotics fine-tuning schedule length (default: the shipped recipe; 0 = stage 1 only)")
+    parser.add_argument("--stage1", default=None, metavar="DIR",
+                        help="run stage 2 only, from this stage-1 build of the same recipe (a --robotics-steps 0 build)")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out that is not a previous build")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -105,17 +115,66 @@ def _save(model, tokenizer, out: Path, info: dict) -> None:
     (out / "SHA256SUMS").write_text(sha256sums(out))
 
 
+STAGE2_FIELDS = ("robotics_steps", "robotics_stop_at", "robotics_lr", "robotics_warmup")
+
+
+def _stage1_corpus(recipe: BuildRecipe, seed: int):
+    from densecode.embedded.corpus import (
+        robotics_pairs,
+        stdlib_functions,
+        synthetic_function_pairs,
+    )
+
+    stdlib = stdlib_functions()
+    if recipe.stdlib_max is not None:
+        stdlib = stdlib[:recipe.stdlib_max]
+    robo_train = robotics_pairs("train", n=recipe.robotics_tasks, seed=seed)
+    robo_val = robotics_pairs("validation", n=200, seed=seed)
+    code = synthetic_function_pairs(recipe.synthetic_tasks, seed=seed)
+    code_val = synthetic_function_pairs(200, seed=seed + 10_000)
+    if not stdlib or not robo_train:
+        raise DensecodeError("empty training corpus (no stdlib functions or no RoboSim training tasks found)")
+    # Hold out every 50th stdlib function for the eval loss.
+    stdlib_val, stdlib_train = stdlib[::50], [s for i, s in enumerate(stdlib) if i % 50]
+    return stdlib_train, stdlib_val, robo_train, robo_val, code, code_val
+
+
+def build_from_stage1(recipe: BuildRecipe, stage1: Path, out: Path, *, seed: int = 0, progress: bool = True) -> dict:
+    """Stage 2 only, from a saved stage-1 build of the same recipe (e.g. a previous `--robotics-steps 0` build)."""
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    t0 = time.perf_counter()
+    info_path = stage1 / "build_info.json"
+    if not info_path.is_file():
+        raise DensecodeError(f"--stage1 {stage1}: no build_info.json there (pass the directory of a stage-1 build)")
+    info = json.loads(info_path.read_text())
+    if "robotics_stage" in info:
+        raise DensecodeError(f"--stage1 {stage1}: that build already ran the robotics stage; pass a stage-1 build")
+    want = {k: v for k, v in asdict(recipe).items() if k not in STAGE2_FIELDS}
+    have = {k: v for k, v in info.get("recipe", {}).items() if k not in STAGE2_FIELDS}
+    if want != have or int(info.get("seed", -1)) != seed:
+        diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+        raise DensecodeError(f"--stage1 {stage1}: built with another stage-1 recipe or seed (differs in: "
+                             f"{', '.join(diff) or 'seed'}); rebuild without --stage1")
+    _, stdlib_val, robo_train, robo_val, _, code_val = _stage1_corpus(recipe, seed)
+    model = AutoModelForCausalLM.from_pretrained(stage1)
+    tokenizer = AutoTokenizer.from_pretrained(stage1)
+    info["recipe"] = asdict(recipe)
+    model, tokenizer, stage2 = _robotics_stage(recipe, model, tokenizer, info, out, robo_train, robo_val, code_val,
+                                               stdlib_val, seed, progress)
+    info["robotics_stage"] = {**stage2, "from_stage1": str(stage1), "seconds": round(time.perf_counter() - t0, 1)}
+    _save(model, tokenizer, out, info)
+    return info
+
+
 def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = True,
           checkpoint_steps: list[int] | None = None) -> dict:
     """Run the whole build into `out`; return the build info written to build_info.json."""
     import torch
     import transformers
 
-    from densecode.embedded.corpus import (
-        robotics_pairs,
-        stdlib_functions,
-        synthetic_function_pairs,
-    )
     from densecode.embedded.tokenizer import train_tokenizer
     from densecode.embedded.train import (
         ModelShape,
@@ -128,17 +187,7 @@ def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = Tru
 
     transformers.logging.set_verbosity_error()  # padded-rows warnings: labels mask them
     t0 = time.perf_counter()
-    stdlib = stdlib_functions()
-    if recipe.stdlib_max is not None:
-        stdlib = stdlib[:recipe.stdlib_max]
-    robo_train = robotics_pairs("train", n=recipe.robotics_tasks, seed=seed)
-    robo_val = robotics_pairs("validation", n=200, seed=seed)
-    code = synthetic_function_pairs(recipe.synthetic_tasks, seed=seed)
-    code_val = synthetic_function_pairs(200, seed=seed + 10_000)
-    if not stdlib or not robo_train:
-        raise DensecodeError("empty training corpus (no stdlib functions or no RoboSim training tasks found)")
-    # Hold out every 50th stdlib function for the eval loss.
-    stdlib_val, stdlib_train = stdlib[::50], [s for i, s in enumerate(stdlib) if i % 50]
+    stdlib_train, stdlib_val, robo_train, robo_val, code, code_val = _stage1_corpus(recipe, seed)
 
     tok_texts = stdlib_train + [p.prompt + p.response for p in robo_train + code]
     tokenizer = train_tokenizer(tok_texts, recipe.vocab_size)
@@ -183,6 +232,10 @@ def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = Tru
 
     log = train(model, tokenizer, pools, probs, settings, val_pools=val_pools, on_checkpoint=on_checkpoint,
                 progress=progress)
+    stage2 = None
+    if recipe.robotics_steps > 0:
+        model, tokenizer, stage2 = _robotics_stage(recipe, model, tokenizer, info, out, robo_train, robo_val, code_val,
+                                                   stdlib_val, seed, progress)
     info.update({
         "tokenizer_seconds": round(t_tok - t0, 1),
         "train_seconds": log["seconds"],
@@ -192,8 +245,48 @@ def build(recipe: BuildRecipe, out: Path, *, seed: int = 0, progress: bool = Tru
         "eval_losses": log["eval"],
         "build_seconds": round(time.perf_counter() - t0, 1),
     })
+    if stage2 is not None:
+        info["robotics_stage"] = stage2
     _save(model, tokenizer, out, info)
     return info
+
+
+def _robotics_stage(recipe: BuildRecipe, model, tokenizer, info: dict, out: Path, robo_train, robo_val, code_val,
+                    stdlib_val, seed: int, progress: bool):
+    """Stage 2 from the stage-1 model exactly as it is saved, so that running it on a shipped stage-1
+    asset and running the whole build give the same weights."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from densecode.embedded.train import (
+        TrainSettings,
+        evaluate_loss,
+        pretrain_rows,
+        supervised_rows,
+        train,
+    )
+
+    stage1 = out / "_stage1"
+    _save(model, tokenizer, stage1, {**info, "stage": 1})
+    model = AutoModelForCausalLM.from_pretrained(stage1, torch_dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(stage1)
+    shutil.rmtree(stage1)
+    ctx = recipe.ctx
+    rows = supervised_rows(tokenizer, robo_train, ctx, seed)
+    if not rows:
+        raise DensecodeError(f"the robotics stage has no training rows: no RoboSim example fits ctx={ctx} tokens "
+                             "(raise ctx or set robotics_steps=0)")
+    settings = TrainSettings(steps=recipe.robotics_steps, stop_at=recipe.robotics_stop_at, batch_size=recipe.batch_size,
+                             ctx=ctx, lr=recipe.robotics_lr, warmup=recipe.robotics_warmup, seed=seed + 1,
+                             eval_every=10**9)
+    log = train(model, tokenizer, {"robotics": rows}, {"robotics": 1.0}, settings, progress=progress)
+    val = {"robotics": supervised_rows(tokenizer, robo_val, ctx, seed),
+           "code": supervised_rows(tokenizer, code_val, ctx, seed),
+           "stdlib": pretrain_rows(tokenizer, stdlib_val, ctx)}
+    losses = {k: round(evaluate_loss(model, v, tokenizer.pad_token_id, ctx), 4) for k, v in val.items() if v}
+    return model, tokenizer, {"steps_run": len(log["loss"]), "train_seconds": log["seconds"],
+                              "tokens_seen": log["tokens"], "eval_losses": losses,
+                              "final_train_loss_avg20": round(sum(log["loss"][-20:]) / max(len(log["loss"][-20:]), 1), 4)}
 
 
 def _prepare_out(out: Path, force: bool) -> None:
@@ -217,14 +310,27 @@ def run(args: argparse.Namespace) -> int:
         recipe.steps = args.steps
         recipe.stop_at = None
         recipe.warmup = min(recipe.warmup, max(1, args.steps // 10))
+    if args.robotics_steps is not None:
+        if args.robotics_steps < 0:
+            raise DensecodeError(f"--robotics-steps must be >= 0 (got {args.robotics_steps})")
+        recipe.robotics_steps = args.robotics_steps
+        recipe.robotics_stop_at = None
+    stage1 = Path(args.stage1).expanduser().resolve() if args.stage1 else None
+    if stage1 is not None and recipe.robotics_steps == 0:
+        raise DensecodeError("--stage1 runs the robotics stage only; it needs --robotics-steps > 0")
     out = Path(args.out).expanduser().resolve()
+    if stage1 is not None and stage1 == out:
+        raise DensecodeError("--stage1 and --out must be different directories")
     _prepare_out(out, args.force)
     # Build into a sibling temp dir and swap at the end: an interrupted build never
     # leaves a half-written asset behind.
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress)
+        if stage1 is not None:
+            info = build_from_stage1(recipe, stage1, tmp, seed=args.seed, progress=not args.no_progress)
+        else:
+            info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
