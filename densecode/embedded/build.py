@@ -51,8 +51,12 @@ class BuildRecipe:
     eval_every: int = 200
     # Stage 2: supervised fine-tuning on the robotics rows only, starting from the stage-1 model as
     # saved (fp16, reloaded in fp32) with a fresh optimizer. 0 steps = no stage 2.
-    robotics_steps: int = 0  # its learning-rate schedule length
-    robotics_stop_at: int | None = None
+    # Measured (held-out robotics, 200 tasks, greedy): stage 1 alone 0.20 success, copying rooms from the
+    # instruction at chance (p 0.05 for the right room); stage-2 steps 100 / 150 / 200 of this 300-step
+    # schedule: 0.32 / 0.42 / 0.585. Shipped at 150: rooms half learned (right room is the argmax 41% of
+    # the time), which leaves RL a skill to sharpen, and success inside the 10-60% target.
+    robotics_steps: int = 300  # its learning-rate schedule length
+    robotics_stop_at: int | None = 150
     robotics_lr: float = 1e-3
     robotics_warmup: int = 10
 
@@ -341,7 +345,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, {info['recipe']['steps']} steps, "
-          f"{info['tokens_per_s']:.0f} tokens/s, build {info['build_seconds']:.0f} s, "
-          f"final train loss {info['final_train_loss_avg50']}")
+    stage2 = info.get("robotics_stage")
+    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, stage 1 {info['recipe']['steps']} steps "
+          f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s, final train loss "
+          f"{info['final_train_loss_avg50']})"
+          + (f", robotics stage {stage2['steps_run']} steps ({stage2['train_seconds']:.0f} s, held-out robotics loss "
+             f"{stage2['eval_losses'].get('robotics')})" if stage2 else ""))
     return 0

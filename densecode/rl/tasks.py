@@ -14,7 +14,10 @@ Config (`tasks:` mapping of the YAML):
   split (task ids 601-974) and evaluates on its validation split (511-600) unless
   `mbpp_splits: false`; otherwise, without `eval_path`, the last `eval_fraction` of
   the rows (in file order) is held out.
-Eval decoding: `tasks.eval_temperature` (default 0 = greedy), `tasks.eval_max_new_tokens`.
+Eval decoding: `tasks.eval_temperature` (default 0 = greedy), `tasks.eval_max_new_tokens`;
+robotics also `tasks.eval_sampled_temperature` (a second pass at that temperature with the
+generation top_p and a fixed seed, logged as `sampled_*`; RL first improves the sampling
+distribution, which greedy decoding shows only once an argmax flips).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 from densecode.errors import DensecodeError
 
 TASK_KEYS = {"path", "eval_path", "eval_fraction", "limit", "format", "train_seed", "eval_seed", "eval_split",
-             "eval_temperature", "eval_max_new_tokens", "simulator", "mbpp_splits", "sim"}
+             "eval_temperature", "eval_max_new_tokens", "simulator", "mbpp_splits", "sim", "eval_sampled_temperature"}
 
 
 def _check_keys(opts: dict) -> None:
@@ -68,6 +71,8 @@ class RoboticsTasks:
         self.eval_split = str(opts.get("eval_split", "test"))
         self.eval_temperature = float(opts.get("eval_temperature", 0.0))
         self.eval_max_new_tokens = opts.get("eval_max_new_tokens")
+        sampled = opts.get("eval_sampled_temperature")
+        self.eval_sampled_temperature = float(sampled) if sampled else None
         self._eval_cache: dict[int, list] = {}
 
     def _prompt(self, task) -> str:
@@ -100,8 +105,16 @@ class RoboticsTasks:
         gens = _generate_programs(model, tokenizer, prompts, self.gen_cfg, temperature=self.eval_temperature,
                                   seed=seed, max_new_tokens=self.eval_max_new_tokens)
         programs = [p + g.completion for p, g in zip(prompts, gens)]
-        res = robosim.evaluate(programs, tasks)
-        return _robot_metrics(res)
+        out = _robot_metrics(robosim.evaluate(programs, tasks))
+        if self.eval_sampled_temperature:
+            # The same draws before and after training (fixed seed), so the change is the policy's.
+            gens = _generate_programs(model, tokenizer, prompts, self.gen_cfg,
+                                      temperature=self.eval_sampled_temperature, seed=self.eval_seed,
+                                      max_new_tokens=self.eval_max_new_tokens)
+            sampled = _robot_metrics(robosim.evaluate([p + g.completion for p, g in zip(prompts, gens)], tasks))
+            out.update({f"sampled_{k}": v for k, v in sampled.items() if k in
+                        ("success_rate", "executability", "parse_rate")})
+        return out
 
 
 def _robot_metrics(res: Any) -> dict[str, float]:
