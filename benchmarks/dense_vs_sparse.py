@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("dense", "sparse")
-METRICS = ("eval/success_rate", "eval/executability")
+METRICS = ("eval/success_rate", "eval/sampled_success_rate", "eval/executability")
 
 
 def run_dir(out: Path, mode: str, seed: int) -> Path:
@@ -87,8 +87,12 @@ def main() -> int:
     curves = {m: {s: eval_curve(train(out, m, s, args)) for s in args.seeds} for m in MODES}
 
     steps = sorted(set.intersection(*[set(c) for m in MODES for c in curves[m].values()]))
+    global METRICS
+    # eval/sampled_success_rate exists only when the config sets tasks.eval_sampled_temperature.
+    METRICS = tuple(k for k in METRICS if all(k in c[st] for m in MODES for c in curves[m].values() for st in steps))
     title = (f"dense vs sparse rewards, robotics, {args.config}, {args.steps} steps, seeds {args.seeds}, "
-             f"held-out {args.eval_tasks} tasks (greedy); mean ± sd over seeds")
+             f"held-out {args.eval_tasks} tasks (success_rate: greedy; sampled: the training temperature); "
+             "mean ± sd over seeds")
     lines = [title, ""]
     header = "| step | " + " | ".join(f"{m} {k.split('/')[1]}" for k in METRICS for m in MODES) + " |"
     lines += [header, "|---" * (1 + len(METRICS) * len(MODES)) + "|"]

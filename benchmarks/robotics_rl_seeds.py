@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-METRICS = {"success": "eval/success_rate", "executability": "eval/executability", "parse": "eval/parse_rate"}
+METRICS = {"success": "eval/success_rate", "sampled_success": "eval/sampled_success_rate",
+           "executability": "eval/executability", "parse": "eval/parse_rate"}
 
 
 def read_evals(run_dir: Path) -> dict[int, dict]:
@@ -50,8 +51,9 @@ def before_after(run_dir: Path) -> dict:
     first, last = min(evals), max(evals)
     row = {"run": str(run_dir), "step_before": first, "step_after": last}
     for name, key in METRICS.items():
-        row[f"{name}_before"] = float(evals[first][key])
-        row[f"{name}_after"] = float(evals[last][key])
+        if key in evals[first] and key in evals[last]:  # sampled_* only with tasks.eval_sampled_temperature
+            row[f"{name}_before"] = float(evals[first][key])
+            row[f"{name}_after"] = float(evals[last][key])
     return row
 
 
@@ -108,15 +110,16 @@ def main() -> int:
                         return 1
 
     rows = [before_after(d) for d in run_dirs]
-    header = f"{'run':<28} {'steps':>7}  " + "  ".join(f"{n + ' before->after':>26}" for n in METRICS) + f"  {'wall':>7}"
+    names = [n for n in METRICS if all(f"{n}_before" in r for r in rows)]
+    header = f"{'run':<28} {'steps':>7}  " + "  ".join(f"{n + ' before->after':>26}" for n in names) + f"  {'wall':>7}"
     print(header)
     for row in rows:
-        cells = "  ".join(f"{row[f'{n}_before']:>12.3f} -> {row[f'{n}_after']:<10.3f}" for n in METRICS)
+        cells = "  ".join(f"{row[f'{n}_before']:>12.3f} -> {row[f'{n}_after']:<10.3f}" for n in names)
         w = wall.get(row["run"])
         print(f"{Path(row['run']).name:<28} {row['step_before']:>3}->{row['step_after']:<3}  {cells}  "
               f"{(f'{w / 60:.1f}m' if w else '-'):>7}")
     summary = {}
-    for n in METRICS:
+    for n in names:
         before = [r[f"{n}_before"] for r in rows]
         after = [r[f"{n}_after"] for r in rows]
         summary[n] = {"before": before, "after": after}

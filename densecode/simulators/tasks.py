@@ -19,7 +19,7 @@ from densecode.simulators.backend import GymProgramBackend
 
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
                "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
-               "eval_temperature", "eval_max_new_tokens"}
+               "eval_temperature", "eval_max_new_tokens", "eval_sampled_temperature"}
 
 
 def format_prompt(instruction: str) -> str:
@@ -27,7 +27,8 @@ def format_prompt(instruction: str) -> str:
 
 
 def check_keys(opts: dict) -> None:
-    unknown = sorted(set(opts) - PLUGIN_KEYS)
+    # A key set to null is unset: e.g. `sim: null` in a plug-in config whose base (robotics.yaml) sets RoboSim options.
+    unknown = sorted(k for k, v in opts.items() if k not in PLUGIN_KEYS and v is not None)
     if unknown:
         raise DensecodeError(f"tasks: unknown key(s) {', '.join(unknown)} for a simulator plug-in "
                              f"(known: {', '.join(sorted(PLUGIN_KEYS))})")
@@ -54,6 +55,7 @@ class PluginTasks:
         self.eval_split = str(opts.get("eval_split", "test"))
         self.eval_temperature = float(opts.get("eval_temperature", 0.0))
         self.eval_max_new_tokens = opts.get("eval_max_new_tokens")
+        self.eval_sampled_temperature = float(opts.get("eval_sampled_temperature") or 0.0) or None
         self.backend = GymProgramBackend.from_config(opts, pool=pool)
         self._rows: list[dict] | None = None
         if opts.get("source"):
@@ -114,10 +116,16 @@ class PluginTasks:
 
         tasks = self.tasks(self.eval_split, n, self.eval_seed)
         prompts = [t["prompt"] for t in tasks]
-        temperature = self.eval_temperature
-        gens = generate(model, tokenizer, prompts, n=1,
-                        max_new_tokens=self.eval_max_new_tokens or self.gen_cfg.max_new_tokens,
-                        temperature=temperature, top_p=self.gen_cfg.top_p if temperature > 0 else 1.0, top_k=0,
-                        grammar="off", stop=list(self.gen_cfg.stop), batch_size=max(self.gen_cfg.batch_size, 16),
-                        seed=seed, progress=False)
-        return self.evaluate_programs([p + g.completion for p, g in zip(prompts, gens)], tasks)
+        def run(temperature: float, sample_seed: int) -> dict[str, float]:
+            gens = generate(model, tokenizer, prompts, n=1,
+                            max_new_tokens=self.eval_max_new_tokens or self.gen_cfg.max_new_tokens,
+                            temperature=temperature, top_p=self.gen_cfg.top_p if temperature > 0 else 1.0, top_k=0,
+                            grammar="off", stop=list(self.gen_cfg.stop), batch_size=max(self.gen_cfg.batch_size, 16),
+                            seed=sample_seed, progress=False)
+            return self.evaluate_programs([p + g.completion for p, g in zip(prompts, gens)], tasks)
+
+        out = run(self.eval_temperature, seed)
+        if self.eval_sampled_temperature:
+            sampled = run(self.eval_sampled_temperature, self.eval_seed)
+            out.update({"sampled_success": sampled["success"], "sampled_no_robot_error": sampled["no_robot_error"]})
+        return out
