@@ -147,3 +147,23 @@ def test_references_run_clean_in_dynamic_worlds():
     tasks = generate_tasks("test", n=len(FAMILIES), seed=5)
     feedback = RoboSimBackend(mode="dynamic", n_runs=3).evaluate([t.program for t in tasks], [t.to_dict() for t in tasks])
     assert [(t.family, f.score) for t, f in zip(tasks, feedback) if f.score < 1.0] == []
+
+
+def test_robotics_eval_adds_a_reproducible_sampled_pass(tiny_model_dir):
+    """tasks.eval_sampled_temperature: a second, sampled eval pass with a fixed seed (same draws every time)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from densecode.config import GenerationConfig
+    from densecode.rl.tasks import RoboticsTasks
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    gen = GenerationConfig(max_new_tokens=16, stop=list(STOP_STRINGS))
+    greedy_only = RoboticsTasks(gen, {}).evaluate(model, tok, n=4, seed=0)
+    assert "sampled_success_rate" not in greedy_only
+    source = RoboticsTasks(gen, {"eval_sampled_temperature": 1.0})
+    first = source.evaluate(model, tok, n=4, seed=0)
+    again = source.evaluate(model, tok, n=4, seed=7)  # the training seed does not change the sampled draws
+    assert {"sampled_success_rate", "sampled_executability", "sampled_parse_rate"} <= set(first)
+    assert first["sampled_parse_rate"] == again["sampled_parse_rate"]
+    assert first["success_rate"] == greedy_only["success_rate"]
