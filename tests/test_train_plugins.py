@@ -52,6 +52,8 @@ def test_robosim_backend_options_from_config():
     cfg = load_config("robotics", ["tasks.sim={mode: dynamic, clean_credit: 0.0}"])
     sim = build_reward_fn(cfg).components["sim"].simulator
     assert sim.mode == "dynamic" and sim.clean_credit == 0.0
-    assert build_reward_fn(load_config("robotics")).components["sim"].simulator.clean_credit == 0.25
+    default = build_reward_fn(load_config("robotics")).components["sim"].simulator  # configs/robotics.yaml's scoring
+    assert (default.clean_credit, default.check_credit, default.error_penalty) == (0.0, 0.5, -0.25)
+    assert sim.check_credit == 0.5  # --set merges into the file's tasks.sim mapping
     with pytest.raises(DensecodeError, match="tasks.sim"):
         build_reward_fn(load_config("robotics", ["tasks.sim={credit: 1}"]))
