@@ -7,7 +7,7 @@ a PNG of both, and the final difference. Sparse mode keeps the KL term per token
 both runs (only the task components move to the last token), so the two runs differ
 in reward *placement* only: each sample's summed reward is identical.
 
-    .venv/bin/python benchmarks/dense_vs_sparse.py --seeds 0 1 2 --steps 60 [--set k=v ...]
+    .venv/bin/python benchmarks/dense_vs_sparse.py --seeds 0 1 2 --parallel 2 [--set k=v ...]
 
 Runs go to runs/dense_vs_sparse/<mode>-seed<N>/ (existing finished runs are reused,
 so an interrupted sweep continues); the table and dense_vs_sparse.png go there too.
@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,11 +34,12 @@ def run_dir(out: Path, mode: str, seed: int) -> Path:
     return out / f"{mode}-seed{seed}"
 
 
-def train(out: Path, mode: str, seed: int, args) -> Path:
+def train_command(out: Path, mode: str, seed: int, args) -> list[str] | None:
+    """The training command for one (mode, seed), or None when that run has finished already."""
     d = run_dir(out, mode, seed)
     if (d / "summary.md").is_file():
         print(f"reusing finished run {d}", file=sys.stderr)
-        return d
+        return None
     cmd = [sys.executable, "-m", "densecode.cli", "train", "--domain", "robotics", "--config", args.config,
            "--output-dir", str(d), "--steps", str(args.steps), "--set", f"reward.mode={mode}",
            "--set", f"train.seed={seed}", "--set", f"train.eval_every={args.eval_every}",
@@ -46,10 +48,30 @@ def train(out: Path, mode: str, seed: int, args) -> Path:
         cmd += ["--set", kv]
     if (d / "checkpoints" / "latest").is_file():
         cmd += ["--resume", str(d)]
-    print("$", " ".join(cmd), file=sys.stderr, flush=True)
+    return cmd
+
+
+def train_all(out: Path, args) -> None:
+    """Every (mode, seed) run, `args.parallel` at a time (each uses about one core)."""
+    pending = [(m, s) for s in args.seeds for m in MODES]
+    running: list[tuple[subprocess.Popen, str]] = []
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
-    return d
+    while pending or running:
+        while pending and len(running) < max(1, args.parallel):
+            mode, seed = pending.pop(0)
+            cmd = train_command(out, mode, seed, args)
+            if cmd is None:
+                continue
+            print("$", " ".join(cmd), file=sys.stderr, flush=True)
+            running.append((subprocess.Popen(cmd, cwd=ROOT, env=env), f"{mode}-seed{seed}"))
+        time.sleep(1)
+        for proc, name in list(running):
+            if proc.poll() is not None:
+                running.remove((proc, name))
+                if proc.returncode != 0:
+                    for other, _ in running:
+                        other.terminate()
+                    raise SystemExit(f"training run {name} failed (exit {proc.returncode})")
 
 
 def eval_curve(d: Path) -> dict[int, dict[str, float]]:
@@ -72,19 +94,26 @@ def main() -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=None, help="steps per run (default: the config's train.steps)")
     p.add_argument("--config", default="configs/robotics.yaml")
-    p.add_argument("--eval-every", type=int, default=25)
+    p.add_argument("--eval-every", type=int, default=None, help="default: the config's train.eval_every")
     p.add_argument("--eval-tasks", type=int, default=200)
     p.add_argument("--out", default="runs/dense_vs_sparse")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra config override for both modes")
+    p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
     args = p.parse_args()
     if args.steps is None:
         sys.path.insert(0, str(ROOT))
         from densecode.config import load_config
 
         args.steps = load_config(ROOT / args.config).train.steps
+    if args.eval_every is None:
+        sys.path.insert(0, str(ROOT))
+        from densecode.config import load_config
+
+        args.eval_every = load_config(ROOT / args.config).train.eval_every
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    curves = {m: {s: eval_curve(train(out, m, s, args)) for s in args.seeds} for m in MODES}
+    train_all(out, args)
+    curves = {m: {s: eval_curve(run_dir(out, m, s)) for s in args.seeds} for m in MODES}
 
     steps = sorted(set.intersection(*[set(c) for m in MODES for c in curves[m].values()]))
     global METRICS

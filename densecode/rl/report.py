@@ -18,7 +18,7 @@ CURVES = [
     ("rollout/sim_success", "rollout sim success"),
     ("rollout/test_pass_rate", "rollout test pass rate"),
 ]
-EVAL_KEYS = ["eval/success_rate", "eval/executability", "eval/pass_rate", "eval/parse_rate"]
+EVAL_KEYS = ["eval/success_rate", "eval/sampled_success_rate", "eval/executability", "eval/pass_rate", "eval/parse_rate"]
 
 
 def _eval_keys(evals: list[dict]) -> list[str]:
