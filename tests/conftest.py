@@ -14,9 +14,9 @@ SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "dat
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny random GPT-2 + BPE tokenizer saved as a local model directory."""
-    import torch
-
     from densecode.testing import make_tiny_model
+
+    import torch
 
     torch.set_num_threads(1)
     return make_tiny_model(tmp_path_factory.mktemp("tiny-model"))

@@ -5,14 +5,9 @@ import shutil
 import sys
 
 import pytest
-from robosim.roboeval import (
-    evaluate_roboeval,
-    format_report,
-    load_roboeval,
-    roboeval_prompts,
-)
 
 from densecode.errors import DensecodeError
+from robosim.roboeval import evaluate_roboeval, format_report, load_roboeval, roboeval_prompts
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "docs", "example_task.py")
 H = "def task_program():\n"

@@ -21,7 +21,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from densecode.errors import DensecodeError
@@ -463,7 +463,7 @@ def evaluate(args) -> dict:
     out = {
         "benchmark": args.benchmark,
         "model": args.model,
-        "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": "densecode eval " + " ".join(shlex.quote(a) for a in getattr(args, "argv", []) or []),
         "settings": {"data": args.data, "split": args.split, "n": args.n, "temperature": args.temperature,
                      "max_new_tokens": args.max_new_tokens, "few_shot": args.few_shot, "limit": args.limit,

@@ -218,7 +218,7 @@ def _hub_records(benchmark: str) -> list[dict]:
     if benchmark == "mbppplus":
         return _evalplus_release_records(hint)
     try:
-        import datasets
+        import datasets  # noqa: PLC0415 (optional, heavy)
     except ImportError:
         raise DensecodeError(f"no --data given and the `datasets` package is not installed: {hint}") from None
     try:

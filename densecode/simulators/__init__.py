@@ -12,12 +12,7 @@ warehouse in `densecode.simulators.warehouse`).
     source = PluginTasks(cfg.generation, cfg.tasks)         # train_batch / evaluate
 """
 
-from densecode.simulators.backend import (
-    GymApiHandler,
-    GymProgramBackend,
-    PluginRun,
-    make_env_factory,
-)
+from densecode.simulators.backend import GymProgramBackend, GymApiHandler, PluginRun, make_env_factory
 from densecode.simulators.binding import ApiBinding, ApiFunction
 from densecode.simulators.tasks import PLUGIN_KEYS, PluginTasks
 

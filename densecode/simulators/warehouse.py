@@ -182,7 +182,7 @@ def _search_row(rng: random.Random, width: int, height: int) -> dict:
 
 def generate_tasks(split: str = "train", n: int | None = None, seed: int = 0, width: int = 6, height: int = 5) -> list[dict]:
     """Warehouse tasks; splits disjoint by a hash of the instruction (test 10%, validation 10%)."""
-    buckets = {"test": range(10), "validation": range(10, 20), "train": range(20, 100)}
+    buckets = {"test": range(0, 10), "validation": range(10, 20), "train": range(20, 100)}
     if split not in buckets:
         raise ValueError(f"unknown split {split!r}; choose train, validation or test")
     n = {"train": 1000, "validation": 50, "test": 100}[split] if n is None else n

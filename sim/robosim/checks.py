@@ -102,7 +102,7 @@ def describe(spec: dict) -> str:
     if "why" in spec:
         return spec["why"]
     op = spec["op"]
-    show = lambda e: f"{e[0]}({', '.join(repr(v) for v in e[1:])})"
+    show = lambda e: f"{e[0]}({', '.join(repr(v) for v in e[1:])})"  # noqa: E731
     if op in ("exists", "absent"):
         text = f"{'no ' if op == 'absent' else ''}{show(spec['el'])}"
     elif op == "precedes":

@@ -31,14 +31,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from robosim.checks import judge
-from robosim.world import (
-    API_NAMES,
-    TRACE_NAMES,
-    DynamicWorld,
-    RobotError,
-    World,
-    bind_args,
-)
+from robosim.world import API_NAMES, TRACE_NAMES, DynamicWorld, RobotError, World, bind_args
 
 END = "end_program"
 ACTIONS = API_NAMES + (END,)
@@ -175,9 +168,9 @@ class RoboSimEnv(gym.Env):
         return {"result": _text(result), "location": _plain(self.world.location), "holding": _plain(self.world.holding)}
 
     def _generated_world(self) -> dict:
-        import random
-
         from robosim.tasks import FAMILIES, make_task
+
+        import random
 
         names = sorted(FAMILIES)
         rng = random.Random(int(self.np_random.integers(0, 2**31 - 1)))
@@ -192,4 +185,4 @@ def action(name: str, *args: Any, **kwargs: Any) -> dict:
     return {"name": name, "args": list(args), "kwargs": kwargs}
 
 
-__all__ = ["ACTIONS", "END", "TRACE_NAMES", "RoboSimEnv", "action"]
+__all__ = ["ACTIONS", "END", "RoboSimEnv", "TRACE_NAMES", "action"]

@@ -25,10 +25,9 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from densecode.errors import DensecodeError
 from robosim import trace as rtl
@@ -50,19 +49,19 @@ class State:
         self.agents: list[list] = []
         self.robot_location: str | None = None
 
-    def addLocation(self, name: str) -> State:
+    def addLocation(self, name: str) -> State:  # noqa: N802 - RoboEval's names
         self.locations.append(name)
         return self
 
-    def addObject(self, label: str, location: str) -> State:
+    def addObject(self, label: str, location: str) -> State:  # noqa: N802
         self.objects.append([label, location])
         return self
 
-    def addAgent(self, name: str, location: str, answers: list[str]) -> State:
+    def addAgent(self, name: str, location: str, answers: list[str]) -> State:  # noqa: N802
         self.agents.append([name, location, list(answers)])
         return self
 
-    def addRobotLocation(self, location: str) -> State:
+    def addRobotLocation(self, location: str) -> State:  # noqa: N802
         self.robot_location = location
         return self
 
@@ -109,7 +108,7 @@ def _shim_modules() -> dict[str, types.ModuleType]:
     for name in ("Trace", "TraceElement", "GoTo", "Say", "Ask", "CheckEntity", "Pick", "Place"):
         setattr(rtl_mod, name, getattr(rtl, name))
     rtl_mod.Union = typing.Union
-    rtl_mod.List = list
+    rtl_mod.List = typing.List
     rtl_mod.__all__ = ["Trace", "TraceElement", "GoTo", "Say", "Ask", "CheckEntity", "Pick", "Place", "Union"]
     sim_mod = types.ModuleType("benchmark.simulator")
     sim_mod.State = State

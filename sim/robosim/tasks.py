@@ -16,9 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from robosim.checks import any_re, el, words_re
 
@@ -28,7 +27,7 @@ SPLITS = ("train", "validation", "test")
 DEFAULT_SIZES = {"train": 5000, "validation": 250, "test": 300}
 # Share of the hash space per split (test 10%, validation 10%, train 80%).
 _MAX_MISSES = 400  # consecutive rejections before a family leaves the rotation of a split
-_SPLIT_BUCKETS = {"test": range(10), "validation": range(10, 20), "train": range(20, 100)}
+_SPLIT_BUCKETS = {"test": range(0, 10), "validation": range(10, 20), "train": range(20, 100)}
 
 
 def format_prompt(instruction: str) -> str:
@@ -342,7 +341,7 @@ def count_rooms_with_object(g: _Gen):
         f'    say("There are " + str(count) + " rooms with {_a(obj)}")\n'
     )
     worlds = []
-    for k in sorted(g.rng.sample(range(len(rooms) + 1), 2)):
+    for k in sorted(g.rng.sample(range(0, len(rooms) + 1), 2)):
         having = g.rng.sample(rooms, k)
         state = _state(rooms, start, [[obj, room] for room in having] + g.clutter(rooms, {obj}))
         worlds.append(_world(state, [_at(start, el("Say", _number_re(k)))]))
@@ -409,7 +408,7 @@ def survey_count_yes(g: _Gen):
     )
     worlds = []
     k = g.rng.randint(2, min(4, len(rooms)))
-    for yes in sorted(g.rng.sample(range(k + 1), 2)):
+    for yes in sorted(g.rng.sample(range(0, k + 1), 2)):
         people, rooms_with, _ = _survey_people(g, rooms, start, k, yes)
         wchecks = [_at(room, el("Ask", words_re(thing.split()[-1]), "yes")) for room in rooms_with]
         wchecks.append(_at(start, el("Say", _number_re(yes)), slice=[["AfterLast", el("Ask", None, None)]]))

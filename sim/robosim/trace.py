@@ -55,27 +55,27 @@ def _search(pattern: str, text: str) -> bool:
         return pattern.lower() in text.lower()
 
 
-def GoTo(value: str) -> TraceElement:
+def GoTo(value: str) -> TraceElement:  # noqa: N802 - RoboEval's names
     return TraceElement("GoTo", value)
 
 
-def CheckEntity(value: str) -> TraceElement:
+def CheckEntity(value: str) -> TraceElement:  # noqa: N802
     return TraceElement("CheckEntity", value)
 
 
-def Ask(question: str, option: str | None = None) -> TraceElement:
+def Ask(question: str, option: str | None = None) -> TraceElement:  # noqa: N802
     return TraceElement("Ask", question, option)
 
 
-def Say(value: str) -> TraceElement:
+def Say(value: str) -> TraceElement:  # noqa: N802
     return TraceElement("Say", value)
 
 
-def Pick(value: str) -> TraceElement:
+def Pick(value: str) -> TraceElement:  # noqa: N802
     return TraceElement("Pick", value)
 
 
-def Place(value: str) -> TraceElement:
+def Place(value: str) -> TraceElement:  # noqa: N802
     return TraceElement("Place", value)
 
 
@@ -107,29 +107,29 @@ class Trace:
                 return i
         return None
 
-    def AfterFirst(self, pattern: TraceElement) -> Trace:
+    def AfterFirst(self, pattern: TraceElement) -> Trace:  # noqa: N802
         i = self._first(pattern)
         return Trace(self.elements if i is None else self.elements[i + 1 :])
 
-    def BeforeFirst(self, pattern: TraceElement) -> Trace:
+    def BeforeFirst(self, pattern: TraceElement) -> Trace:  # noqa: N802
         i = self._first(pattern)
         return Trace(self.elements if i is None else self.elements[:i])
 
-    def AfterLast(self, pattern: TraceElement) -> Trace:
+    def AfterLast(self, pattern: TraceElement) -> Trace:  # noqa: N802
         i = self._last(pattern)
         return Trace(self.elements if i is None else self.elements[i + 1 :])
 
-    def BeforeLast(self, pattern: TraceElement) -> Trace:
+    def BeforeLast(self, pattern: TraceElement) -> Trace:  # noqa: N802
         i = self._last(pattern)
         return Trace(self.elements if i is None else self.elements[:i])
 
-    def Exists(self, pattern: TraceElement) -> bool:
+    def Exists(self, pattern: TraceElement) -> bool:  # noqa: N802
         return self._first(pattern) is not None
 
-    def Precedes(self, a: TraceElement, b: TraceElement) -> bool:
+    def Precedes(self, a: TraceElement, b: TraceElement) -> bool:  # noqa: N802
         return self.AfterFirst(a).Exists(b)
 
-    def ActAtFirst(self, location: str, pattern: TraceElement) -> bool:
+    def ActAtFirst(self, location: str, pattern: TraceElement) -> bool:  # noqa: N802
         """After the first GoTo matching `location` and before the next GoTo to a
         different place, `pattern` occurs."""
         start = self._first(GoTo(location))
@@ -142,5 +142,5 @@ class Trace:
                 return True
         return False
 
-    def Count(self, pattern: TraceElement) -> int:
+    def Count(self, pattern: TraceElement) -> int:  # noqa: N802
         return sum(1 for el in self.elements if pattern.matches(el))

@@ -160,7 +160,7 @@ class World:
         for room in self.rooms:
             if _search(room, location):
                 self.location = room
-                return
+                return None
         raise RobotError("go_to", f"there is no location matching {location!r}")
 
     def is_in_room(self, obj: Any) -> bool:
@@ -209,7 +209,7 @@ class World:
             if room == self.location and _search(label, obj):
                 del self.objects[i]
                 self.holding = obj
-                return
+                return None
         raise RobotError("pick", f"there is no {obj!r} in {self.location!r}")
 
     def place(self, obj: Any) -> None:
@@ -221,6 +221,7 @@ class World:
             raise RobotError("place", f"holding {self.holding!r}, not {obj!r}")
         self.objects.append([re.escape(self.holding), self.location])
         self.holding = None
+        return None
 
     # -------------------------------------------------------------- queries for checks
     def object_in(self, obj: str, room: str) -> bool:
@@ -337,7 +338,7 @@ class DynamicWorld:
         for room in self.rooms:
             if _key(room) == _key(location):
                 self.location = room
-                return
+                return None
         raise RobotError("go_to", f"there is no location named {location!r}")
 
     def is_in_room(self, obj: Any) -> bool:
