@@ -100,34 +100,30 @@ def main() -> int:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra config override for both modes")
     p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
     args = p.parse_args()
-    if args.steps is None:
+    if args.steps is None or args.eval_every is None:
         sys.path.insert(0, str(ROOT))
         from densecode.config import load_config
 
-        args.steps = load_config(ROOT / args.config).train.steps
-    if args.eval_every is None:
-        sys.path.insert(0, str(ROOT))
-        from densecode.config import load_config
-
-        args.eval_every = load_config(ROOT / args.config).train.eval_every
+        train_cfg = load_config(ROOT / args.config).train
+        args.steps = train_cfg.steps if args.steps is None else args.steps
+        args.eval_every = train_cfg.eval_every if args.eval_every is None else args.eval_every
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     train_all(out, args)
     curves = {m: {s: eval_curve(run_dir(out, m, s)) for s in args.seeds} for m in MODES}
 
     steps = sorted(set.intersection(*[set(c) for m in MODES for c in curves[m].values()]))
-    global METRICS
     # eval/sampled_success_rate exists only when the config sets tasks.eval_sampled_temperature.
-    METRICS = tuple(k for k in METRICS if all(k in c[st] for m in MODES for c in curves[m].values() for st in steps))
+    metrics = tuple(k for k in METRICS if all(k in c[st] for m in MODES for c in curves[m].values() for st in steps))
     title = (f"dense vs sparse rewards, robotics, {args.config}, {args.steps} steps, seeds {args.seeds}, "
              f"held-out {args.eval_tasks} tasks (success_rate: greedy; sampled: the training temperature); "
              "mean ± sd over seeds")
     lines = [title, ""]
-    header = "| step | " + " | ".join(f"{m} {k.split('/')[1]}" for k in METRICS for m in MODES) + " |"
-    lines += [header, "|---" * (1 + len(METRICS) * len(MODES)) + "|"]
+    header = "| step | " + " | ".join(f"{m} {k.split('/')[1]}" for k in metrics for m in MODES) + " |"
+    lines += [header, "|---" * (1 + len(metrics) * len(MODES)) + "|"]
     for st in steps:
         cells = []
-        for k in METRICS:
+        for k in metrics:
             for m in MODES:
                 mu, sd = mean_sd([curves[m][s][st][k] for s in args.seeds if k in curves[m][s][st]])
                 cells.append(f"{mu:.3f} ± {sd:.3f}")
@@ -135,7 +131,7 @@ def main() -> int:
     last = steps[-1]
     first = steps[0]
     lines.append("")
-    for k in METRICS:
+    for k in metrics:
         for m in MODES:
             gains = [curves[m][s][last][k] - curves[m][s][first][k] for s in args.seeds]
             mu, sd = mean_sd(gains)
@@ -155,15 +151,15 @@ def main() -> int:
                  baseline_value=mean_sd([curves["sparse"][s][last][k] for s in args.seeds])[0],
                  note=f"step {first}: " + ", ".join(f"{m} {mean_sd([curves[m][s][first][k] for s in args.seeds])[0]:.3f}"
                                                    for m in MODES) + f"; {args.eval_tasks} eval tasks")
-          for k in METRICS])
+          for k in metrics])
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(5.5 * len(METRICS), 3.8))
-    for ax, k in zip(axes, METRICS):
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.8))
+    for ax, k in zip(axes, metrics):
         for m, color in zip(MODES, ("tab:blue", "tab:orange")):
             mus, sds = [], []
             for st in steps:

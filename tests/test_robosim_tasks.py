@@ -149,21 +149,32 @@ def test_references_run_clean_in_dynamic_worlds():
     assert [(t.family, f.score) for t, f in zip(tasks, feedback) if f.score < 1.0] == []
 
 
-def test_robotics_eval_adds_a_reproducible_sampled_pass(tiny_model_dir):
+def test_robotics_eval_adds_a_reproducible_sampled_pass(tiny_model_dir, monkeypatch):
     """tasks.eval_sampled_temperature: a second, sampled eval pass with a fixed seed (same draws every time)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    import densecode.rl.tasks as rl_tasks
     from densecode.config import GenerationConfig
     from densecode.rl.tasks import RoboticsTasks
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     gen = GenerationConfig(max_new_tokens=16, stop=list(STOP_STRINGS))
+    calls = []
+    real = rl_tasks._generate_programs
+
+    def spy(*args, temperature, seed, **kw):
+        calls.append((temperature, seed))
+        return real(*args, temperature=temperature, seed=seed, **kw)
+
+    monkeypatch.setattr(rl_tasks, "_generate_programs", spy)
     greedy_only = RoboticsTasks(gen, {}).evaluate(model, tok, n=4, seed=0)
-    assert "sampled_success_rate" not in greedy_only
-    source = RoboticsTasks(gen, {"eval_sampled_temperature": 1.0})
+    assert "sampled_success_rate" not in greedy_only and calls == [(0.0, 0)]
+    calls.clear()
+    source = RoboticsTasks(gen, {"eval_sampled_temperature": 1.0, "eval_seed": 99})
     first = source.evaluate(model, tok, n=4, seed=0)
     again = source.evaluate(model, tok, n=4, seed=7)  # the training seed does not change the sampled draws
+    assert calls == [(0.0, 0), (1.0, 99), (0.0, 7), (1.0, 99)]
     assert {"sampled_success_rate", "sampled_executability", "sampled_parse_rate"} <= set(first)
-    assert first["sampled_parse_rate"] == again["sampled_parse_rate"]
-    assert first["success_rate"] == greedy_only["success_rate"]
+    assert {k: v for k, v in first.items() if k.startswith("sampled_")} == {
+        k: v for k, v in again.items() if k.startswith("sampled_")}
