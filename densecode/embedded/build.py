@@ -53,7 +53,7 @@ class BuildRecipe:
     # saved (fp16, reloaded in fp32) with a fresh optimizer. 0 steps = no stage 2.
     # Measured (held-out robotics, 200 tasks, greedy): stage 1 alone 0.20 success, copying rooms from the
     # instruction at chance (p 0.05 for the right room); stage-2 steps 100 / 150 / 200 of this 300-step
-    # schedule: 0.32 / 0.42 / 0.585. Shipped at 150: rooms half learned (right room is the argmax 41% of
+    # schedule: 0.32 / 0.42 / 0.585. Shipped at 150: rooms half learned (right room is the argmax 39% of
     # the time), which leaves RL a skill to sharpen, and success inside the 10-60% target.
     robotics_steps: int = 300  # its learning-rate schedule length
     robotics_stop_at: int | None = 150
@@ -77,6 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (default: OMP_NUM_THREADS or all cores)")
     parser.add_argument("--robotics-steps", type=int, default=None,
                         help="stage-2 robotics fine-tuning schedule length (default: the shipped recipe; 0 = stage 1 only)")
+    parser.add_argument("--robotics-stop-at", type=int, default=None, metavar="N",
+                        help="ship stage 2 at step N of its schedule (default: the shipped recipe, 150 of 300)")
     parser.add_argument("--stage1", default=None, metavar="DIR",
                         help="run stage 2 only, from this stage-1 build of the same recipe (a --robotics-steps 0 build)")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out that is not a previous build")
@@ -319,6 +321,11 @@ def run(args: argparse.Namespace) -> int:
             raise DensecodeError(f"--robotics-steps must be >= 0 (got {args.robotics_steps})")
         recipe.robotics_steps = args.robotics_steps
         recipe.robotics_stop_at = None
+    if args.robotics_stop_at is not None:
+        if not 1 <= args.robotics_stop_at <= recipe.robotics_steps:
+            raise DensecodeError(f"--robotics-stop-at must be between 1 and the robotics schedule "
+                                 f"({recipe.robotics_steps} steps); got {args.robotics_stop_at}")
+        recipe.robotics_stop_at = args.robotics_stop_at
     stage1 = Path(args.stage1).expanduser().resolve() if args.stage1 else None
     if stage1 is not None and recipe.robotics_steps == 0:
         raise DensecodeError("--stage1 runs the robotics stage only; it needs --robotics-steps > 0")
