@@ -28,7 +28,7 @@ def main() -> int:
     p.add_argument("--tasks", type=int, default=300)
     args = p.parse_args()
 
-    import robosim.tasks as rt
+    import densecode_robosim.tasks as rt
     import torch
 
     from densecode.config import ModelConfig

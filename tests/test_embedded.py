@@ -222,7 +222,7 @@ def test_shipped_tokenizer_round_trips(shipped, stdlib_sample):
 
 
 def test_shipped_model_writes_parseable_robot_programs(shipped):
-    from robosim.tasks import PROGRAM_HEADER, STOP_STRINGS, generate_tasks
+    from densecode_robosim.tasks import PROGRAM_HEADER, STOP_STRINGS, generate_tasks
 
     from densecode.generation import generate
 

@@ -517,8 +517,8 @@ def test_sparse_without_dense_kl_puts_everything_on_the_last_token(tok):
 
 
 def test_robotics_assembler_with_robosim_backend(tok):
-    robosim = pytest.importorskip("robosim")
-    from robosim.tasks import generate_tasks
+    robosim = pytest.importorskip("densecode_robosim")
+    from densecode_robosim.tasks import generate_tasks
 
     task = generate_tasks("train", 1, seed=0)[0]
     good = sample_of(tok, task.prompt, task.reference, task=task.to_dict())

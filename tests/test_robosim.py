@@ -3,11 +3,11 @@ sandboxed runs with outcome classes and line numbers, and the reward backend."""
 
 import gymnasium as gym
 import pytest
-import robosim  # noqa: F401  (registers the env ids)
+import densecode_robosim  # noqa: F401  (registers the env ids)
 from gymnasium.utils.env_checker import check_env
-from robosim.env import RoboSimEnv, action
-from robosim.trace import Ask, GoTo, Say, Trace, TraceElement
-from robosim.world import DynamicWorld, RobotError, World
+from densecode_robosim.env import RoboSimEnv, action
+from densecode_robosim.trace import Ask, GoTo, Say, Trace, TraceElement
+from densecode_robosim.world import DynamicWorld, RobotError, World
 
 
 def tea_world():
@@ -173,7 +173,7 @@ def test_env_step_semantics():
 
 # ----------------------------------------------------------------- sandboxed runs
 
-from robosim.runner import WorldRun, run_programs
+from densecode_robosim.runner import WorldRun, run_programs
 
 WORLD = {"rooms": ["kitchen", "lobby"], "objects": [["apple", "kitchen"]], "people": [["Mina", "lobby", ["yes"]]],
          "robot": "lobby"}
@@ -204,7 +204,7 @@ def test_outcome_classes_with_lines():
 
 
 def test_backend_scores_and_line_penalties():
-    from robosim import RoboSimBackend
+    from densecode_robosim import RoboSimBackend
 
     from densecode.rewards.base import SimFeedback, SimulatorBackend
 
@@ -240,7 +240,7 @@ def test_oversized_arguments_are_refused_cheaply():
         w.call("say", ["apple " * 100000])
     with pytest.raises(RobotError, match="list argument"):
         w.call("ask", ["x", "q", ["a"] * 1000])
-    from robosim.checks import judge_check, words_re
+    from densecode_robosim.checks import judge_check, words_re
 
     long_say = [TraceElement("Say", "x" * 1999)]
     assert not judge_check({"op": "exists", "el": ["Say", words_re("apple", "kitchen")]}, long_say, w, "start_loc")

@@ -5,8 +5,8 @@ import collections
 import json
 
 import pytest
-from robosim.checks import judge
-from robosim.tasks import (
+from densecode_robosim.checks import judge
+from densecode_robosim.tasks import (
     FAMILIES,
     OBJECTS,
     PEOPLE,
@@ -16,7 +16,7 @@ from robosim.tasks import (
     format_prompt,
     generate_tasks,
 )
-from robosim.world import API_NAMES, PERSON_WORDS, RobotError, World
+from densecode_robosim.world import API_NAMES, PERSON_WORDS, RobotError, World
 
 
 class _CallBudget(Exception):
@@ -132,7 +132,7 @@ def test_task_round_trips_through_json():
 
 def test_references_pass_through_the_sandboxed_runner():
     """The shipped path (sandbox + API bridge) agrees with the in-process driver: 2 tasks per family."""
-    from robosim import evaluate, summarize
+    from densecode_robosim import evaluate, summarize
 
     tasks = generate_tasks("validation", n=2 * len(FAMILIES), seed=3)
     outcomes = evaluate([t.program for t in tasks], tasks)
@@ -142,7 +142,7 @@ def test_references_pass_through_the_sandboxed_runner():
 
 def test_references_run_clean_in_dynamic_worlds():
     """Angelic training worlds must not punish a correct program: every draw runs cleanly."""
-    from robosim import RoboSimBackend
+    from densecode_robosim import RoboSimBackend
 
     tasks = generate_tasks("test", n=len(FAMILIES), seed=5)
     feedback = RoboSimBackend(mode="dynamic", n_runs=3).evaluate([t.program for t in tasks], [t.to_dict() for t in tasks])

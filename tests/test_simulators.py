@@ -64,7 +64,7 @@ def test_splits_are_disjoint():
 
 def test_any_registered_gym_id_plugs_in_robosim_as_an_example():
     """RoboSim itself through the generic path: nothing in the plug-in is RoboSim-specific."""
-    import robosim  # noqa: F401  (registers RoboSim-v0)
+    import densecode_robosim  # noqa: F401  (registers RoboSim-v0)
 
     binding = ApiBinding.from_config({
         "api": {

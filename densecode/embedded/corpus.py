@@ -100,7 +100,7 @@ def stdlib_functions(root: Path | None = None, *, min_lines: int = 3, max_lines:
 def robotics_pairs(split: str = "train", n: int | None = None, seed: int = 0) -> list[Pair]:
     """RoboSim generator tasks as prompt/response pairs (prompt ends with `def task_program():\\n`)."""
     try:
-        from robosim.tasks import generate_tasks
+        from densecode_robosim.tasks import generate_tasks
     except ImportError as exc:  # pragma: no cover - robosim ships with densecode
         from densecode.errors import DensecodeError
 

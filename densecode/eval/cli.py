@@ -314,7 +314,7 @@ ROBO_TABLE_LABELS = {"python_error": "Python error", "robot_error": "robot-execu
 
 
 def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
-    import robosim
+    import densecode_robosim as robosim
 
     model, tokenizer, model_name = load_model(args)
     out["model"] = model_name
@@ -325,8 +325,8 @@ def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
 
 def evaluate_robotics(args, out: dict) -> dict:
     """densecode's held-out robotics split, judged on every world of each task."""
-    import robosim
-    from robosim.roboeval import table_class
+    import densecode_robosim as robosim
+    from densecode_robosim.roboeval import table_class
 
     if args.split not in ("test", "validation", "train"):
         raise DensecodeError(f"--split {args.split}: the robotics suite has test, validation and train splits")
@@ -396,7 +396,7 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
             "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with the "
             "benchmark/tasks directory of your own RoboEval (CodeBotler) checkout"
         )
-    from robosim.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
+    from densecode_robosim.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
 
     tasks = load_roboeval(args.data)
     entries = roboeval_prompts(tasks)

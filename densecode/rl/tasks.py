@@ -61,7 +61,7 @@ class RoboticsTasks:
         opts = dict(opts or {})
         _check_keys(opts)
         try:
-            import robosim.tasks as rtasks
+            import densecode_robosim.tasks as rtasks
         except ImportError as exc:
             raise DensecodeError(f"the robotics domain needs the robosim package (pip install -e sim/robosim): {exc}") from None
         self._rtasks = rtasks
@@ -98,7 +98,7 @@ class RoboticsTasks:
         return self._eval_cache[n]
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
-        import robosim
+        import densecode_robosim as robosim
 
         tasks = self.eval_tasks(n)
         prompts = [self._prompt(t) for t in tasks]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from robosim.trace import Trace, TraceElement
+from densecode_robosim.trace import Trace, TraceElement
 
 
 def el(kind: str, value1: str | None = None, value2: str | None = None) -> list:

@@ -19,7 +19,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from robosim.checks import any_re, el, words_re
+from densecode_robosim.checks import any_re, el, words_re
 
 STOP_STRINGS = ["\n#", "\ndef ", "\nclass ", "\n```", "\nif __name__"]
 PROGRAM_HEADER = "def task_program():\n"

@@ -22,8 +22,8 @@ from typing import Any
 from densecode.simulators.backend import (
     parse_error,  # shared with the generic gym plug-in backend
 )
-from robosim.env import END, RoboSimEnv
-from robosim.world import API_NAMES
+from densecode_robosim.env import END, RoboSimEnv
+from densecode_robosim.world import API_NAMES
 
 OUTCOMES = ("parse_error", "python_error", "robot_error", "timeout", "check_failure", "success")
 SEVERITY = {name: i for i, name in enumerate(OUTCOMES)}  # lower = worse
@@ -98,7 +98,7 @@ class RoboSimHandler:
         """Judge the checks on the trace so far (ends the episode)."""
         start = time.perf_counter()
         if self.env.done:
-            from robosim.checks import judge
+            from densecode_robosim.checks import judge
 
             world = self.env.world
             verdicts = judge(self.env.checks, world.trace, world, world.start)

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from densecode.errors import DensecodeError
-from robosim import trace as rtl
-from robosim.evaluation import as_program
-from robosim.runner import SEVERITY, RunResult, WorldRun, run_programs
-from robosim.tasks import format_prompt
-from robosim.trace import TraceElement
+from densecode_robosim import trace as rtl
+from densecode_robosim.evaluation import as_program
+from densecode_robosim.runner import SEVERITY, RunResult, WorldRun, run_programs
+from densecode_robosim.tasks import format_prompt
+from densecode_robosim.trace import TraceElement
 
 SHIM_NAMES = ("benchmark", "benchmark.rtl", "benchmark.simulator", "misc", "misc.benchmark_utils")
 TABLE = ("python_error", "robot_error", "task_failure", "success")

@@ -22,8 +22,8 @@ from typing import Any
 
 from densecode.errors import DensecodeError
 from densecode.rewards.base import SimFeedback
-from robosim.evaluation import as_program, task_dict
-from robosim.runner import RunResult, run_programs, world_runs
+from densecode_robosim.evaluation import as_program, task_dict
+from densecode_robosim.runner import RunResult, run_programs, world_runs
 
 
 def _reason(err: dict) -> str:

@@ -26,7 +26,7 @@ import random
 import re
 from typing import Any
 
-from robosim.trace import TraceElement
+from densecode_robosim.trace import TraceElement
 
 API_NAMES = ("get_current_location", "get_all_rooms", "is_in_room", "go_to", "ask", "say", "pick", "place")
 API_PARAMS = {

@@ -30,8 +30,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from robosim.checks import judge
-from robosim.world import API_NAMES, TRACE_NAMES, DynamicWorld, RobotError, World, bind_args
+from densecode_robosim.checks import judge
+from densecode_robosim.world import API_NAMES, TRACE_NAMES, DynamicWorld, RobotError, World, bind_args
 
 END = "end_program"
 ACTIONS = API_NAMES + (END,)
@@ -168,7 +168,7 @@ class RoboSimEnv(gym.Env):
         return {"result": _text(result), "location": _plain(self.world.location), "holding": _plain(self.world.holding)}
 
     def _generated_world(self) -> dict:
-        from robosim.tasks import FAMILIES, make_task
+        from densecode_robosim.tasks import FAMILIES, make_task
 
         import random
 

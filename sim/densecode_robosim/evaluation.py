@@ -1,6 +1,6 @@
 """Programmatic robotics evaluation: programs × generated tasks → outcome classes and metrics.
 
-    from robosim import evaluate, summarize, generate_tasks
+    from densecode_robosim import evaluate, summarize, generate_tasks
     tasks = generate_tasks("test")
     outcomes = evaluate(programs, tasks)        # one RoboOutcome per (program, task) pair
     print(summarize(outcomes))                  # parses / no python error / no robot error / success
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from densecode.errors import DensecodeError
-from robosim.runner import OUTCOMES, SEVERITY, RunResult, run_programs, world_runs
-from robosim.tasks import PROGRAM_HEADER, RoboTask
+from densecode_robosim.runner import OUTCOMES, SEVERITY, RunResult, run_programs, world_runs
+from densecode_robosim.tasks import PROGRAM_HEADER, RoboTask
 
 _HEADER_RE = re.compile(r"^def task_program\(", re.MULTILINE)
 
