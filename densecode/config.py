@@ -82,7 +82,7 @@ class RewardConfig:
 @dataclass
 class AlgoConfig:
     name: str = "ppo"  # ppo | grpo
-    # PPO (reference settings from method.md §1)
+    # PPO (the dense-reward paper's reference settings; docs/training.md)
     gamma: float = 1.0
     lam: float = 0.95
     ppo_epochs: int = 4
