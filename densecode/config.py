@@ -13,6 +13,7 @@ the dataclass here with a default and a comment saying why that default.
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,7 +24,9 @@ import yaml
 
 from densecode.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The default configs ship inside the package as data (in a checkout, densecode/configs is a link to the
+# top-level configs/, the one copy), so `--config robotics` resolves in any install, from any folder.
+CONFIG_DIR = Path(str(importlib.resources.files("densecode") / "configs"))
 
 
 @dataclass
@@ -288,9 +291,10 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """A path as given, or a bare name found in the project's `configs/` (e.g. 'robotics')."""
+    """A YAML file as given, else a default config shipped with the package by name ('robotics' or
+    'robotics.yaml'); a name found nowhere comes back unchanged for the caller's "not found" error."""
     path = Path(name)
-    if path.exists():
+    if path.is_file():
         return path
     for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
         if candidate.is_file():

@@ -46,8 +46,9 @@ densecode train --domain robotics --config configs/robotics.yaml --set train.lr=
 densecode config --config robotics --set train.steps=10     # print the resolved config
 ```
 
-`--config NAME` (and `--domain NAME` without `--config`) reads `configs/NAME.yaml`; `--config PATH`
-reads that file. Unknown keys and wrong types are errors naming the key and the file (or the
+`--config PATH` reads that file; `--config NAME` (and `--domain NAME` without `--config`) reads
+`NAME.yaml` from the default configs shipped inside the package (the files in `configs/`), from any
+folder and in any install. Unknown keys and wrong types are errors naming the key and the file (or the
 `--set`); every user-facing error prints one line and exits with code 2.
 """
 
