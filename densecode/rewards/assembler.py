@@ -2,7 +2,7 @@
 
     total_t = sum_c weight_c * values_c[t]        (weights >= 0; kl returns -KL)
 
-Reference weights (method.md §1) come from `default_weights(domain)`; the config's
+Reference weights (the dense-reward paper's; docs/rewards.md) come from `default_weights(domain)`; the config's
 `reward.weights` is merged over them (set a weight to 0 to switch a component off).
 Only components with a non-zero weight are computed.
 
