@@ -178,15 +178,32 @@ def _bullet(fd: FieldDoc) -> list[str]:
     return lines
 
 
+def domain_sections() -> list[tuple[str, str, type]]:
+    """(domain name, dotted section, dataclass) for the `tasks:` options of every built-in domain."""
+    from densecode.domains.registry import BUILTIN, PLUGIN_DOMAIN, get_domain_class
+
+    out = []
+    for domain in sorted(BUILTIN) + ["plugin"]:
+        cls = get_domain_class(domain, {"simulator": PLUGIN_DOMAIN} if domain == "plugin" else None)
+        out += [(domain, name, scls) for name, scls in sections(cls.Options, "tasks.")]
+    return out
+
+
 def render(root: type | None = None, intro: str = INTRO) -> str:
-    """The whole page for the config dataclass `root` (default: densecode's DensecodeConfig)."""
+    """The whole page for the config dataclass `root` (default: densecode's DensecodeConfig, and the `tasks:`
+    options of every built-in domain)."""
+    with_domains = root is None
     root = root or config_module.DensecodeConfig
     out = [intro.rstrip("\n"), ""]
-    for name, cls in sections(root):
+    listed = [(name, cls, None) for name, cls in sections(root)]
+    if with_domains:
+        listed += [(name, cls, domain) for domain, name, cls in domain_sections()]
+    for name, cls, domain in listed:
         fields = field_docs(cls, f"{name}." if name else "")
         if not fields:
             continue
-        out.append(f"## `{name}`" if name else "## Top level")
+        title = f"## `{name}`" if name else "## Top level"
+        out.append(f"{title} (domain `{domain}`)" if domain else title)
         out.append("")
         doc = _section_doc(cls)
         if doc:
