@@ -90,7 +90,7 @@ def build_reward_fn(cfg):
         simulator = GymProgramBackend.from_config(cfg.tasks)
     elif cfg.domain == "robotics" and effective_weights(cfg.reward, cfg.domain).get("sim", 0.0) > 0:
         try:
-            from densecode_robosim import RoboSimBackend
+            from densecode.simulators import RoboSimBackend
         except ImportError as exc:
             raise DensecodeError(f"the robotics sim reward needs robosim.RoboSimBackend: {exc}") from None
         # tasks.sim: RoboSimBackend options, e.g. {mode: dynamic} (reference scoring) or {clean_credit: 0}.

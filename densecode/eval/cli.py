@@ -326,7 +326,8 @@ def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
 def evaluate_robotics(args, out: dict) -> dict:
     """densecode's held-out robotics split, judged on every world of each task."""
     import densecode_robosim as robosim
-    from densecode_robosim.roboeval import table_class
+    from densecode.eval.roboeval import table_class
+    from densecode.simulators.robosim import evaluate as evaluate_programs, summarize
 
     if args.split not in ("test", "validation", "train"):
         raise DensecodeError(f"--split {args.split}: the robotics suite has test, validation and train splits")
@@ -344,7 +345,7 @@ def evaluate_robotics(args, out: dict) -> dict:
     flat_programs = [robosim.tasks.program_from_body(b) for bs in bodies for b in bs]
     flat_tasks = [t for t, bs in zip(tasks, bodies) for _ in bs]
     start = time.perf_counter()
-    outcomes = robosim.evaluate(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
+    outcomes = evaluate_programs(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
     out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
     tasks_out, k = [], 0
     for task, bs in zip(tasks, bodies):
@@ -362,7 +363,7 @@ def evaluate_robotics(args, out: dict) -> dict:
                           "n_correct": n_correct, "pass@1": pass_at_k(len(samples), n_correct, 1),
                           "samples": samples})
     all_samples = [s for t in tasks_out for s in t["samples"]]
-    summary = robosim.summarize(outcomes)
+    summary = summarize(outcomes)
     out["tasks"] = tasks_out
     from densecode.eval.passk import ks_for
 
@@ -396,7 +397,7 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
             "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with the "
             "benchmark/tasks directory of your own RoboEval (CodeBotler) checkout"
         )
-    from densecode_robosim.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
+    from densecode.eval.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
 
     tasks = load_roboeval(args.data)
     entries = roboeval_prompts(tasks)

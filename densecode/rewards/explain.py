@@ -168,7 +168,7 @@ def score_generations(rows: list[dict], model: str, config: str | None, override
 
 def _robotics_backend():
     try:
-        from densecode_robosim import RoboSimBackend
+        from densecode.simulators import RoboSimBackend
     except ImportError as exc:
         raise DensecodeError(f"the sim reward needs robosim.RoboSimBackend ({exc}); or pass --set reward.weights.sim=0") from None
     return RoboSimBackend()

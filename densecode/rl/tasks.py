@@ -98,7 +98,7 @@ class RoboticsTasks:
         return self._eval_cache[n]
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
-        import densecode_robosim as robosim
+        from densecode.simulators import robosim
 
         tasks = self.eval_tasks(n)
         prompts = [self._prompt(t) for t in tasks]

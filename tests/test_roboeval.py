@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from densecode.errors import DensecodeError
-from densecode_robosim.roboeval import evaluate_roboeval, format_report, load_roboeval, roboeval_prompts
+from densecode.eval.roboeval import evaluate_roboeval, format_report, load_roboeval, roboeval_prompts
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "docs", "example_task.py")
 H = "def task_program():\n"

@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 from densecode.errors import DensecodeError
 from densecode_robosim import trace as rtl
-from densecode_robosim.evaluation import as_program
-from densecode_robosim.runner import SEVERITY, RunResult, WorldRun, run_programs
+from densecode.simulators.robosim import WorldRun, as_program, run_programs
+from densecode.simulators.runner import SEVERITY, RunResult
 from densecode_robosim.tasks import format_prompt
 from densecode_robosim.trace import TraceElement
 
