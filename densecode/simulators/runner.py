@@ -82,6 +82,7 @@ class SimJob:
     handler_factory: Callable[[], SimHandler]
     expects_timeout: bool = False  # True: the program is expected to run until stopped
     call: str = "task_program()"
+    meta: Any = None  # anything a custom `classify` needs (e.g. the state's test)
 
 
 def parse_error(program: str) -> dict | None:
@@ -96,6 +97,11 @@ def parse_error(program: str) -> dict | None:
 
 
 _CRASHES = {"memory": "MemoryError", "output_limit": "OutputLimitExceeded", "sandbox_violation": "SandboxViolation"}
+
+
+def classify_run(result: Any, job: SimJob) -> RunResult:
+    """The default verdict: the runner's outcome classes, the handler's `finish()` on a clean run."""
+    return classify(result, job.expects_timeout, result.handler)
 
 
 def classify(result: Any, expects_timeout: bool, handler: SimHandler | None) -> RunResult:
@@ -148,11 +154,12 @@ def classify(result: Any, expects_timeout: bool, handler: SimHandler | None) -> 
 
 
 def run_jobs(jobs: list[SimJob], pool: Any = None, timeout_s: float = 1.0, max_calls: int = 200,
-             progress: bool = False) -> list[RunResult]:
+             progress: bool = False, classify: Callable[[Any, SimJob], RunResult] | None = None) -> list[RunResult]:
     """Run each job in the sandbox; results in input order.
 
     `pool` is a densecode sandbox pool (`run_api(list[ApiJob])`); None uses the
     shared default pool. Programs that do not parse never reach the sandbox.
+    `classify(api_run_result, job)` replaces the default verdict (`classify_run`).
     """
     from densecode.sandbox import ApiJob
 
@@ -171,8 +178,9 @@ def run_jobs(jobs: list[SimJob], pool: Any = None, timeout_s: float = 1.0, max_c
         index.append(i)
     if api_jobs:
         pool = pool if pool is not None else default_pool()
+        verdict = classify or classify_run
         for i, res in zip(index, pool.run_api(api_jobs, progress=progress)):
-            results[i] = classify(res, jobs[i].expects_timeout, res.handler)
+            results[i] = verdict(res, jobs[i])
     return results  # type: ignore[return-value]
 
 
