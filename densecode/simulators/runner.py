@@ -171,7 +171,7 @@ def run_jobs(jobs: list[SimJob], pool: Any = None, timeout_s: float = 1.0, max_c
             parse_cache[job.program] = parse_error(job.program)
         err = parse_cache[job.program]
         if err is not None:
-            results[i] = RunResult(outcome="parse_error", error=err)
+            results[i] = RunResult(outcome="parse_error", error=dict(err))
             continue
         api_jobs.append(ApiJob(code=job.program, api_names=list(job.api_names), handler_factory=job.handler_factory,
                                call=job.call, timeout_s=timeout_s, max_calls=max_calls))

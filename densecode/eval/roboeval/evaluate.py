@@ -34,17 +34,18 @@ from densecode.eval.roboeval.rtl import SPECIAL_DELIM, TraceElement
 from densecode.eval.roboeval.semantics import BRIDGE, Semantics, candidate_code, get_semantics, visible_stdout_bytes
 from densecode.eval.roboeval.world import RoboEvalHandler
 from densecode.simulators.robosim import as_program
-from densecode.simulators.runner import SEVERITY, RunResult, SimJob, parse_error, run_jobs
+from densecode.simulators.runner import SEVERITY, RunResult, SimJob, run_jobs
 
 TABLE = ("python_error", "robot_error", "task_failure", "success")
 ROBOT_ERROR_RE = re.compile(r"Robot\w*Error")
 MAX_VALUE2_CHARS = 100_000  # a trace line's options field longer than this is not read back
 
 
-def table_class(outcome: str) -> str:
-    """The paper's 4 columns: parse errors count as Python errors, unexpected timeouts as execution errors."""
+def table_class(outcome: str, timeout_class: str = "robot_error") -> str:
+    """The paper's 4 columns: parse errors count as Python errors; an unexpected timeout is an execution error
+    in CodeBotler (densecode's own robotics suite passes timeout_class="task_failure")."""
     return {"parse_error": "python_error", "python_error": "python_error", "robot_error": "robot_error",
-            "timeout": "robot_error", "check_failure": "task_failure"}.get(outcome, "success")
+            "timeout": timeout_class, "check_failure": "task_failure"}.get(outcome, "success")
 
 
 def trace_from_stdout(stdout: str) -> list[TraceElement]:
