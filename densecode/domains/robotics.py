@@ -2,7 +2,7 @@
 
 Prompt: `# Instruction: <instruction>\ndef task_program():\n`; the response is the function's indented body and the
 executable program is the prompt's code prefix + response (the embedded model is trained on exactly this format).
-Reward recipe (method.md §1): lint 0.1, syntax 0.1, sim 0.8, kl 0.9, the robot API known to the linter.
+Reward recipe (the dense-reward paper's reference weights; docs/rewards.md): lint 0.1, syntax 0.1, sim 0.8, kl 0.9, the robot API known to the linter.
 """
 
 from __future__ import annotations
