@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from densecode.errors import DensecodeError
-from densecode.eval.roboeval import rtl
+import densecode.eval.roboeval.rtl as rtl
 from densecode.eval.roboeval.semantics import (
     Semantics,
     contain_words,
