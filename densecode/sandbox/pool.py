@@ -148,7 +148,8 @@ class SandboxPool:
             w = self._worker(0)
             return dict(w.protections)
 
-    def _start_worker(self, slot: int) -> _WorkerProc:
+    def _spawn_worker(self, slot: int) -> _WorkerProc:
+        """Launch a worker process; it is not usable until `_await_hello` has read its start-up message."""
         p2w_r, p2w_w = os.pipe()
         w2p_r, w2p_w = os.pipe()
         debug = os.environ.get("DENSECODE_SANDBOX_DEBUG") == "1"
@@ -164,8 +165,11 @@ class SandboxPool:
         )
         os.close(p2w_r)
         os.close(w2p_w)
-        w = _WorkerProc(slot, popen, p2w_w, w2p_r)
-        hello = self._read_message(w, timeout=60.0)
+        return _WorkerProc(slot, popen, p2w_w, w2p_r)
+
+    def _await_hello(self, w: _WorkerProc, deadline: float) -> None:
+        """Wait for a spawned worker's start-up message (it has probed and set up its isolation by then)."""
+        hello = self._read_message(w, timeout=max(0.0, deadline - time.monotonic()))
         if hello is None or hello.get("op") != "hello":
             self._stop_worker(w)
             raise SandboxError(
@@ -174,7 +178,26 @@ class SandboxPool:
         w.protections = hello["protections"]
         os.set_blocking(w.from_worker, False)
         self.stats["workers_started"] += 1
-        return w
+
+    def _start_workers(self, slots: list[int]) -> None:
+        """Start the given slots' workers concurrently and wait until every one of them is up.
+
+        A worker probes its isolation at start-up by running a probe program under the slot's uid.
+        Starting all the workers a batch needs before the batch's first program runs means no
+        start-up probe ever runs beside a real program (and start-up costs one probe time, not one
+        per worker).
+        """
+        spawned = [self._spawn_worker(slot) for slot in slots]
+        deadline = time.monotonic() + 60.0
+        try:
+            for w in spawned:
+                self._await_hello(w, deadline)
+                self._workers[w.slot] = w
+        except BaseException:
+            for w in spawned:
+                if self._workers[w.slot] is not w:
+                    self._stop_worker(w)
+            raise
 
     def _read_message(self, w: _WorkerProc, timeout: float) -> dict | None:
         """Blocking read of one line from a worker (used only at start-up)."""
@@ -214,18 +237,28 @@ class SandboxPool:
             pass
 
     def _worker(self, slot: int) -> _WorkerProc:
+        self._ensure_workers([slot])
+        return self._workers[slot]
+
+    def _ensure_workers(self, slots) -> None:
+        """Make every given slot hold a live worker; dead ones are replaced, missing ones started, all at once."""
         if self._closed:
             raise SandboxError("SandboxPool is closed")
         if os.getpid() != self._owner_pid:
             raise SandboxError("this SandboxPool was created in another process (before a fork); "
                                "create a new pool in this process, or use get_default_pool()")
-        w = self._workers[slot]
-        if w is None or w.popen.poll() is not None:
+        missing = []
+        for slot in slots:
+            w = self._workers[slot]
+            if w is not None and w.popen.poll() is None:
+                continue
             if w is not None:
                 self._stop_worker(w)
+                self._workers[slot] = None
                 self.stats["workers_replaced"] += 1
-            w = self._workers[slot] = self._start_worker(slot)
-        return w
+            missing.append(slot)
+        if missing:
+            self._start_workers(missing)
 
     # ------------------------------------------------------------ scheduling
 
@@ -241,6 +274,7 @@ class SandboxPool:
         queue = collections.deque(units)
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
         busy: dict[int, _WorkerProc] = {}
+        self._ensure_workers(range(min(len(units), self.max_workers)))
         sel = selectors.DefaultSelector()
         try:
             while queue or busy:

@@ -1,0 +1,120 @@
+"""Sandbox reliability: worker start-up, the CPU limit, workers killed mid-batch, stability over repeated runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from densecode.sandbox import AssertJob, Limits, SandboxPool
+
+pytestmark = pytest.mark.timeout(300)
+
+TEST = ["assert f(1) == 2"]
+GOOD_F = "def f(x):\n    return x + 1\n"
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(ppid, state) of a process, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0]
+
+
+def _processes_of_uids(uids: range) -> dict[int, int]:
+    """pid -> ppid of every live process owned by one of `uids`."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            uid = os.stat(f"/proc/{name}").st_uid
+        except OSError:
+            continue
+        st = _stat(int(name)) if uid in uids else None
+        if st is not None and st[1] != "Z":
+            found[int(name)] = st[0]
+    return found
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None and st[0] == pid:
+                out.add(int(name))
+    return out
+
+
+def _jail_pool(**kwargs) -> SandboxPool:
+    pool = SandboxPool(**kwargs)
+    prot = pool.protections
+    if prot["fork_path"] != "jailed worker: one fork per program" or not isinstance(prot["uid"], int):
+        pool.close()
+        pytest.skip(f"needs the jail (root, namespaces): programs then run under the slot uid ({prot})")
+    pool.close()
+    return SandboxPool(**kwargs)
+
+
+def test_no_start_up_probe_runs_beside_a_program():
+    """The cause of the old flake in test_programs_die_with_the_pool_process.
+
+    Each worker probes its isolation at start-up by running a probe program under its slot uid.
+    Workers used to be started one by one as the batch was dispatched, so slot 1's probe ran while
+    slot 0's first program was already running: an observer counting the slot uids saw "two
+    programs" that were one program and one probe. Now a batch starts all the workers it needs
+    before its first program runs. Observed here from outside: once a program runs (a slot-uid
+    process that is a direct child of a worker), no slot-uid process that is not one may appear.
+    """
+    pool = _jail_pool(max_workers=2, limits=Limits(timeout_s=30, cpu_s=30))
+    slot_uids = range(pool.uid_base, pool.uid_base + 2)
+    seen: list[tuple[int, int, int]] = []  # (pid, ppid, pid's ppid is a worker) in the order observed
+    stop = threading.Event()
+    me = os.getpid()
+
+    def watch():
+        while not stop.is_set():
+            workers = _children(me)
+            for pid, ppid in _processes_of_uids(slot_uids).items():
+                seen.append((pid, ppid, ppid in workers))
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        results = pool.run([AssertJob("import time\ntime.sleep(2)\n" + GOOD_F, TEST)] * 2)
+    finally:
+        stop.set()
+        watcher.join()
+        pool.close()
+    assert [r.outcome for r in results] == ["passed", "passed"]
+    first_program = next(i for i, (_, _, direct) in enumerate(seen) if direct)
+    late_probes = {pid for pid, _, direct in seen[first_program:] if not direct}
+    assert not late_probes, f"start-up probe processes ran beside a program: {late_probes}"
+    assert len({pid for pid, _, direct in seen if direct}) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_hostile_suite_is_stable_over_20_runs():
+    """The whole hostile suite, 20 times in fresh interpreters: every run green (the flake was ~1 in 4)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    failures = []
+    for i in range(20):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", os.path.join(here, "test_sandbox_hostile.py"), "-q", "-m", "not slow",
+             "-p", "no:cacheprovider"],
+            capture_output=True, text=True, check=False, cwd=os.path.dirname(here),
+        )
+        if proc.returncode != 0:
+            failures.append((i, proc.stdout[-3000:]))
+    assert not failures, failures
