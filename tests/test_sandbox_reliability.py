@@ -118,3 +118,51 @@ def test_hostile_suite_is_stable_over_20_runs():
         if proc.returncode != 0:
             failures.append((i, proc.stdout[-3000:]))
     assert not failures, failures
+
+
+CPU_BOUND = {
+    "python_loop": "while True:\n    pass\n",
+    "c_level_loop": "sum(range(10 ** 13))\n",  # no bytecode boundary: no Python-level handler could run
+    "ignores_sigxcpu": "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    "cpu_in_threads": (
+        "import threading\n"
+        "def spin():\n    while True:\n        pass\n"
+        "for _ in range(3):\n    threading.Thread(target=spin, daemon=True).start()\n"
+        "spin()\n"
+    ),
+}
+
+
+def test_cpu_bound_programs_time_out_at_their_cpu_limit():
+    """`cpu_s` holds to +-10% of CPU time (measured by wait4 on the program), whatever the program does.
+
+    The wall-clock limit is far away (60 s), so only the CPU limit can end these programs; the
+    figures are CPU seconds, so machine load does not change them.
+    """
+    with SandboxPool(max_workers=2, limits=Limits(timeout_s=60, cpu_s=2)) as pool:
+        results = pool.run([AssertJob(code, TEST) for code in CPU_BOUND.values()])
+        [ok] = pool.run([AssertJob(GOOD_F, TEST)])
+    summary = {name: (r.outcome, r.details.get("cpu_s"), r.details.get("signal")) for name, r in zip(CPU_BOUND, results)}
+    for r in results:
+        assert r.outcome == "timeout", summary
+        assert r.details.get("cpu_limit") is True, summary
+        assert 1.8 <= r.details["cpu_s"] <= 2.2, summary
+    assert ok.outcome == "passed" and ok.details["cpu_s"] < 1.0
+
+
+def test_fractional_cpu_limit():
+    """`cpu_s` is exact CPU time, not rounded to the whole seconds RLIMIT_CPU counts."""
+    with SandboxPool(max_workers=1, limits=Limits(timeout_s=60, cpu_s=0.7)) as pool:
+        [r] = pool.run([AssertJob("while True:\n    pass\n", TEST)])
+    assert r.outcome == "timeout" and r.details.get("cpu_limit") is True
+    assert 0.63 <= r.details["cpu_s"] <= 0.77, r.details
+
+
+def test_unexplained_sigkill_is_not_a_timeout():
+    """A SIGKILL that neither the pool nor the CPU limit sent (e.g. the kernel's OOM killer) is no timeout."""
+    from densecode.sandbox.pool import _base_outcome
+
+    status = signal.SIGKILL  # waitpid status of a process killed by SIGKILL
+    assert _base_outcome({"status": status, "cpu_s": 0.3, "cpu_limit_s": 2, "killed": None})[0] is None
+    hint, info = _base_outcome({"status": status, "cpu_s": 2.004, "cpu_limit_s": 2, "killed": None})  # the backstop
+    assert hint == "timeout" and info["cpu_limit"] is True

@@ -18,6 +18,7 @@ are forwarded to the parent as opaque strings.
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import selectors
@@ -168,6 +169,33 @@ def _exposed_paths(extra: tuple[str, ...] = ()) -> list[str]:
     return out
 
 
+def cpu_backstop_seconds(limits: dict) -> int:
+    """The program's RLIMIT_CPU: one whole second past `cpu_s`.
+
+    RLIMIT_CPU counts whole seconds of tick-sampled CPU time, which on a busy machine runs up to ~10%
+    ahead of the scheduler's exact runtime; the worker's own check (exact, fractional) comes first.
+    """
+    return math.ceil(limits["cpu_s"]) + 1
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """Exact CPU seconds used so far by process `pid` (all its threads), None once it is gone.
+
+    The kernel's per-process CPU clock (CPUCLOCK_SCHED: the scheduler's runtime, the figure wait4 also
+    reports); readable for any process in our pid namespace.
+    """
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except OSError:
+        return None
+
+
+# How many cores a program may keep busy at once, for planning CPU checks (a program with more busy
+# threads than this can overshoot its CPU limit between two checks, up to the RLIMIT_CPU backstop).
+_CPU_CHECK_CORES = max(1, min(4, len(os.sched_getaffinity(0))))
+_CPU_CHECK_MIN_S = 0.002
+
+
 def _enter_child(plan: dict, limits: dict, fds: dict) -> None:
     """In B, before the candidate runs: fds, /proc, rlimits, identity, env."""
     os.dup2(fds["stdin"], 0)
@@ -184,8 +212,11 @@ def _enter_child(plan: dict, limits: dict, fds: dict) -> None:
         os.chdir(fds["workdir"])
     mb = 1024 * 1024
     iso.set_rlimit(resource.RLIMIT_AS, limits["memory_mb"] * mb)
-    cpu = max(1, int(limits["cpu_s"] + 0.999))
-    iso.set_rlimit(resource.RLIMIT_CPU, cpu, cpu + 1)
+    # Only a backstop: the worker enforces `cpu_s` itself (see Worker._check_cpu). Soft = hard, so the
+    # kernel sends SIGKILL, which it delivers even to a pid-namespace init (the program is pid 1 of its
+    # namespace in the ns modes); a SIGXCPU would be dropped there, or ignored by a hostile program.
+    backstop = cpu_backstop_seconds(limits)
+    iso.set_rlimit(resource.RLIMIT_CPU, backstop, backstop)
     iso.set_rlimit(resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb)
     iso.set_rlimit(resource.RLIMIT_CORE, 0)
     iso.set_rlimit(resource.RLIMIT_NOFILE, 256)
@@ -523,19 +554,28 @@ class Worker:
         res_cap = max(16 << 20, limits["output_bytes"])
         out_cap = limits["output_bytes"]
         status = None
-        cpu_s = None  # CPU seconds of the program's main process (its own children not included)
+        cpu_s = None  # CPU seconds of the program's main process and the children it waited for (wait4)
         setup_error = None
         killed = None
         open_fds = {out_r, err_r, res_r}
         if stat_r is not None:
             open_fds.add(stat_r)
         deadline = start + limits["timeout_s"]
+        cpu_check_at = start + limits["cpu_s"] / _CPU_CHECK_CORES  # the soonest it could have used it all
         drain_until = None
         while True:
             now = time.monotonic()
             if killed is None and status is None and now >= deadline:
                 killed = "timeout"
                 self._kill(pid_a, pid_b, plan)
+            if killed is None and status is None and pid_b is not None and now >= cpu_check_at:
+                used = process_cpu_s(pid_b)
+                if used is not None and used >= limits["cpu_s"]:
+                    killed = "cpu_limit"
+                    self._kill(pid_a, pid_b, plan)
+                else:
+                    left = limits["cpu_s"] - (used or 0.0)
+                    cpu_check_at = now + max(_CPU_CHECK_MIN_S, left / _CPU_CHECK_CORES)
             if status is not None or setup_error is not None:
                 if drain_until is None:
                     drain_until = now + GRACE_S
@@ -545,7 +585,7 @@ class Worker:
                 drain_until = now + GRACE_S
             if drain_until is not None and now >= drain_until:
                 break
-            wait = (drain_until if drain_until is not None else deadline) - now
+            wait = (drain_until if drain_until is not None else min(deadline, cpu_check_at)) - now
             for key, _ in sel.select(timeout=max(0.0, min(wait, 1.0))):
                 name = key.data
                 if name == "cmd":
@@ -634,6 +674,7 @@ class Worker:
             "stderr": streams["err"].decode("utf-8", errors="replace"),
             "duration_s": time.monotonic() - start,
             "cpu_s": cpu_s,
+            "cpu_limit_s": limits["cpu_s"],
         }
 
     def serve(self) -> None:

@@ -512,21 +512,32 @@ def _base_outcome(result: dict) -> tuple[str | None, dict]:
     if result.get("setup_error"):
         info["setup_error"] = result["setup_error"]
         return "sandbox_violation", info
-    if killed in ("timeout", "deadline"):
+    if killed in ("timeout", "deadline", "cpu_limit"):
         if killed == "deadline":
             info["deadline"] = True
+        if killed == "cpu_limit":
+            info["cpu_limit"] = True
         return "timeout", info
     if killed == "output_limit":
         return "output_limit", info
     if killed == "worker_died":
         info["message"] = result.get("message")
         return "sandbox_violation", info
-    if sig in ("SIGXCPU",) or (sig == "SIGKILL" and killed is None):
-        return "timeout", info  # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one
+    if sig == "SIGXCPU" or (sig == "SIGKILL" and killed is None and _reached_cpu_limit(result)):
+        info["cpu_limit"] = True
+        return "timeout", info  # the RLIMIT_CPU backstop (soft = hard): the kernel's SIGKILL
     if code == "70":
         info["setup_error"] = "sandbox child failed before running the program"
         return "sandbox_violation", info
     return None, info
+
+
+def _reached_cpu_limit(result: dict) -> bool:
+    """The program used its whole CPU limit (so the RLIMIT_CPU backstop, not something else, SIGKILLed it)."""
+    cpu, limit = result.get("cpu_s"), result.get("cpu_limit_s")
+    if not isinstance(cpu, (int, float)) or not isinstance(limit, (int, float)):
+        return False  # not shown to be the CPU limit
+    return cpu >= limit - 0.05  # rusage vs the kernel's own accounting: a scheduler tick of slack
 
 
 def _first_error(records: list[dict], kinds: tuple[str, ...]) -> dict | None:
