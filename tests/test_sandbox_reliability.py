@@ -29,6 +29,11 @@ def _stat(pid: int) -> tuple[int, str] | None:
     return int(fields[1]), fields[0]
 
 
+def _alive(pid: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[1] != "Z"
+
+
 def _processes_of_uids(uids: range) -> dict[int, int]:
     """pid -> ppid of every live process owned by one of `uids`."""
     found = {}
@@ -166,3 +171,74 @@ def test_unexplained_sigkill_is_not_a_timeout():
     assert _base_outcome({"status": status, "cpu_s": 0.3, "cpu_limit_s": 2, "killed": None})[0] is None
     hint, info = _base_outcome({"status": status, "cpu_s": 2.004, "cpu_limit_s": 2, "killed": None})  # the backstop
     assert hint == "timeout" and info["cpu_limit"] is True
+
+
+def _kill_worker_when_its_program_runs(pool: SandboxPool, slot: int, victim: dict) -> threading.Thread:
+    """SIGKILL slot's worker once a program of the batch runs on it (the worker then has a child)."""
+
+    def kill():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            w = pool._workers[slot]
+            if w is not None and w.unit is not None:
+                children = _children(w.popen.pid)
+                if children:
+                    victim.update(worker=w.popen.pid, children=children, uid=w.unit.uid)
+                    os.kill(w.popen.pid, signal.SIGKILL)
+                    return
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_worker_killed_mid_batch():
+    """A worker SIGKILLed while its program runs: one result per job, the program dies with its worker,
+    exactly that job is reported (sandbox_violation, "worker died"), and a fresh worker serves the rest."""
+    sleeper = "import time\ntime.sleep(1)\n" + GOOD_F
+    with SandboxPool(max_workers=2, limits=Limits(timeout_s=60, cpu_s=5)) as pool:
+        victim: dict = {}
+        killer = _kill_worker_when_its_program_runs(pool, 0, victim)
+        results = pool.run([AssertJob(sleeper, TEST) for _ in range(6)])
+        killer.join()
+        assert victim, "the worker was never seen running a program"
+        assert len(results) == 6
+        outcomes = [r.outcome for r in results]
+        assert sorted(outcomes) == ["passed"] * 5 + ["sandbox_violation"], outcomes
+        [dead] = [r for r in results if r.outcome == "sandbox_violation"]
+        assert "worker died" in dead.details["message"]
+        assert pool.stats["workers_replaced"] >= 1
+        assert pool._workers[0] is not None and pool._workers[0].popen.pid != victim["worker"]
+        deadline = time.monotonic() + 10  # PDEATHSIG: the killed worker's program goes with it
+        while any(_alive(pid) for pid in victim["children"]):
+            assert time.monotonic() < deadline, f"programs outlived their worker: {victim['children']}"
+            time.sleep(0.05)
+        assert [r.outcome for r in pool.run([AssertJob(GOOD_F, TEST)] * 3)] == ["passed"] * 3
+
+
+def test_worker_dead_before_its_program_starts_is_replaced_and_the_program_still_runs():
+    """A worker found dead when a program is handed to it: the program never started, so it runs on a fresh
+    worker (no verdict is spent on it); the same holds for workers that died between batches."""
+    with SandboxPool(max_workers=1, limits=Limits(timeout_s=60)) as pool:
+        assert pool.run([AssertJob(GOOD_F, TEST)])[0].outcome == "passed"
+        idle = pool._workers[0]
+        os.kill(idle.popen.pid, signal.SIGKILL)
+        idle.popen.wait()
+        assert [r.outcome for r in pool.run([AssertJob(GOOD_F, TEST)] * 2)] == ["passed", "passed"]
+        assert pool.stats["workers_replaced"] == 1
+
+        # Dead between the batch's start-up check and the hand-over: only the write to it fails.
+        real_send, failed = pool._send_worker, []
+
+        def send_to_a_dead_worker_once(w, msg):
+            if msg.get("op") == "run" and not failed:
+                failed.append(w.popen.pid)
+                os.kill(w.popen.pid, signal.SIGKILL)
+                w.popen.wait()
+            return real_send(w, msg)
+
+        pool._send_worker = send_to_a_dead_worker_once
+        assert [r.outcome for r in pool.run([AssertJob(GOOD_F, TEST)] * 2)] == ["passed", "passed"]
+        assert failed and pool._workers[0].popen.pid != failed[0]
+        assert pool.stats["workers_replaced"] == 2

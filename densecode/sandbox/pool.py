@@ -45,6 +45,7 @@ _WORKER_ENV = {
     "MKL_NUM_THREADS": "1",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
+_MAX_SEND_FAILURES = 3
 _SEVERITY = {"passed": 0, "wrong_answer": 1, "runtime_error": 2, "memory": 3, "timeout": 3, "output_limit": 3, "sandbox_violation": 4}
 
 
@@ -63,6 +64,7 @@ class _Unit:
     on_record: object = None  # API runs: callable(record_dict) -> reply dict | ("kill", reason) | None
     result: dict | None = None
     killed_by_parent: str | None = None
+    send_failures: int = 0  # workers found dead when this unit was handed to them
 
 
 @dataclass
@@ -301,8 +303,13 @@ class SandboxPool:
                     if u.stdin is not None:
                         msg["stdin"] = u.stdin
                     if not self._send_worker(w, msg):
-                        u.result = _synthetic("worker_died", "sandbox worker died before the program started")
+                        # The worker died while idle: the program never started, so it goes to a fresh worker.
                         self._replace(slot)
+                        u.send_failures += 1
+                        if u.send_failures < _MAX_SEND_FAILURES:
+                            queue.appendleft(u)
+                            continue
+                        u.result = _synthetic("worker_died", "sandbox workers kept dying before the program started")
                         if bar:
                             bar.update(1)
                         continue
