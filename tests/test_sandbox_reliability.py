@@ -165,7 +165,7 @@ def test_fractional_cpu_limit():
 
 def test_unexplained_sigkill_is_not_a_timeout():
     """A SIGKILL that neither the pool nor the CPU limit sent (e.g. the kernel's OOM killer) is no timeout."""
-    from densecode.sandbox.pool import _base_outcome
+    from densecode.sandbox.runs import base_outcome as _base_outcome
 
     status = signal.SIGKILL  # waitpid status of a process killed by SIGKILL
     assert _base_outcome({"status": status, "cpu_s": 0.3, "cpu_limit_s": 2, "killed": None})[0] is None

@@ -1,4 +1,4 @@
-"""Public data types of the sandbox: limits, jobs, results, the API-bridge error."""
+"""Public data types of the sandbox: limits, jobs, results, its errors."""
 
 from __future__ import annotations
 
@@ -92,6 +92,10 @@ class JudgeResult:
     @property
     def passed(self) -> bool:
         return self.outcome == "passed"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not run (workers fail to start): an infrastructure problem, not a verdict."""
 
 
 class ApiError(Exception):
