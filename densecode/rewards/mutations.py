@@ -20,6 +20,7 @@ import json
 import random
 import re
 import tokenize
+import warnings
 from pathlib import Path
 
 KINDS = ("reference", "syntax", "lint", "wrong", "exception")
@@ -98,7 +99,9 @@ def position_probe(code: str) -> tuple[str, int] | None:
     """
     code = code.replace("\r\n", "\n")
     try:
-        ast.parse(code)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes in some references
+            ast.parse(code)
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (SyntaxError, ValueError, tokenize.TokenError):
         return None
