@@ -199,9 +199,9 @@ def test_mbpp_reference_subset_never_negative(tok, shared_data):
 
 
 def test_category_of():
-    assert category_of("E999") == "compilable" and category_of("PLE0101") == "compilable"
-    assert category_of("F821") == "runnable" and category_of("B006") == "runnable"
-    assert category_of("S307") == "safety" and category_of("B301") == "safety"
+    assert category_of("F701") == "compilable" and category_of("PLE0101") == "runnable"
+    assert category_of("F821") == "runnable" and category_of("B006") == "style"
+    assert category_of("S307") == "safety" and category_of("S301") == "safety"
     assert category_of("N802") == "style" and category_of("PLR0913") == "style"
 
 
