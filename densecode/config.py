@@ -12,7 +12,9 @@ the dataclass here with a default and a comment saying why that default.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import importlib.resources
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,7 +25,9 @@ import yaml
 
 from densecode.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The default configs ship inside the package as data (in a checkout, densecode/configs is a link to the
+# top-level configs/, the one copy), so `--config robotics` resolves in any install, from any folder.
+CONFIG_DIR = Path(str(importlib.resources.files("densecode") / "configs"))
 
 
 @dataclass
@@ -61,17 +65,15 @@ class GenerationConfig:
     grammar_code_prefix: str = "auto"
     stop: list[str] = field(default_factory=list)
     batch_size: int = 16
-    # Penalty added to the last token of a response that ended without EOS/stop (0 disables).
-    missing_eos_penalty: float = 0.0
 
 
 @dataclass
 class RewardConfig:
     mode: str = "dense"  # dense | sparse (same components summed onto the last token)
     code_regions: str = "auto"  # auto | completion | fenced
-    # Merged over densecode.rewards.default_weights(domain) (the reference weights: code
-    # lint/syntax/dfg 0.1, tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9);
-    # a weight of 0 switches a component off.
+    # Merged over the domain's default weights (the reference weights: code lint/syntax/dfg 0.1,
+    # tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9); a weight of 0 switches a
+    # component off. `missing_eos: W` puts -W on the last token of a response cut by the length limit.
     weights: dict[str, float] = field(default_factory=dict)
     # Per-component options, e.g. {"tests": {"fail_penalty": -0.3}, "syntax": {"source": "python"}}.
     components: dict[str, dict] = field(default_factory=dict)
@@ -82,7 +84,7 @@ class RewardConfig:
 @dataclass
 class AlgoConfig:
     name: str = "ppo"  # ppo | grpo
-    # PPO (reference settings from method.md §1)
+    # PPO (the dense-reward paper's reference settings; docs/training.md)
     gamma: float = 1.0
     lam: float = 0.95
     ppo_epochs: int = 4
@@ -169,8 +171,9 @@ class DensecodeConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainingConfig = field(default_factory=TrainingConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    # Task source options (domain-specific): e.g. {"path": "tasks.jsonl"} or {"simulator": "module:Class"}.
-    tasks: dict[str, Any] = field(default_factory=dict)
+    # The domain's options (its `Options` dataclass, e.g. densecode.domains.robotics.RoboticsOptions);
+    # typed once the domain is known, so unknown keys and wrong types are errors like everywhere else.
+    tasks: Any = None
 
 
 # ---------------------------------------------------------------- type checking
@@ -239,12 +242,25 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+# Keys that moved: using the old one is an error that names the new one.
+MOVED_KEYS: dict[str, str] = {
+    "generation.missing_eos_penalty": "reward.weights.missing_eos (the penalty's size, >= 0)",
+}
+
+
+def apply_mapping(obj: Any, data: dict, source: str, prefix: str = "") -> None:
+    """Set the fields of dataclass `obj` from a mapping, type-checked; errors name `prefix+key` and `source`."""
+    _apply(obj, data, source, prefix)
+
+
 def _apply(obj: Any, data: dict, source: str, prefix: str = "") -> None:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: section '{prefix.rstrip('.') or '<top>'}' must be a mapping, got {data!r}")
     types_ = _field_types(type(obj))
     for key, value in data.items():
         full = f"{prefix}{key}"
+        if full in MOVED_KEYS:
+            raise ConfigError(f"{source}: key '{full}' has moved to {MOVED_KEYS[full]}")
         if key not in types_:
             known = ", ".join(sorted(types_))
             raise ConfigError(f"{source}: unknown key '{full}' (known keys here: {known})")
@@ -288,9 +304,10 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """A path as given, or a bare name found in the project's `configs/` (e.g. 'robotics')."""
+    """A YAML file as given, else a default config shipped with the package by name ('robotics' or
+    'robotics.yaml'); a name found nowhere comes back unchanged for the caller's "not found" error."""
     path = Path(name)
-    if path.exists():
+    if path.is_file():
         return path
     for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
         if candidate.is_file():
@@ -323,14 +340,61 @@ def load_config(
 ) -> DensecodeConfig:
     """Defaults ← YAML file (and its `base` chain) ← `--set` overrides."""
     cfg = base if base is not None else DensecodeConfig()
+    # `tasks:` is typed by the domain's Options class, known only once every layer has set `domain`.
+    tasks_layers: list[tuple[Any, str]] = []
+    source_dir = None
     if path is not None:
-        for data, source in _read_yaml(resolve_config_path(path)):
+        resolved = resolve_config_path(path)
+        source_dir = resolved.resolve().parent
+        for data, source in _read_yaml(resolved):
+            data = dict(data)
+            if "tasks" in data:
+                tasks_layers.append((data.pop("tasks"), source))
             _apply(cfg, data, source)
     for text in overrides or []:
         key, value = parse_override(text)
-        _apply(cfg, _nest(key, value), f"--set {text}")
+        nested = _nest(key, value)
+        if "tasks" in nested:
+            tasks_layers.append((nested.pop("tasks"), f"--set {text}"))
+        _apply(cfg, nested, f"--set {text}")
+    cfg.tasks = build_task_options(cfg.domain, tasks_layers, cfg.tasks, source_dir)
+    # Where relative paths and modules named by the config resolve from (not a config field).
+    cfg.source_dir = source_dir
     validate(cfg)
     return cfg
+
+
+def build_task_options(domain: str, layers: list[tuple[Any, str]], current: Any = None,
+                       source_dir: Path | None = None) -> Any:
+    """The domain's Options dataclass from the raw `tasks:` layers, base first.
+
+    A key set to null goes back to its default (or, if this domain has no such key, is dropped: a plug-in
+    config whose base is robotics.yaml writes `sim: null` to unset RoboSim's options).
+    """
+    from densecode.domains.registry import get_domain_class
+
+    merged: dict = {}
+    for data, source in layers:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: section 'tasks' must be a mapping, got {data!r}")
+        merged.update(data)
+    if dataclasses.is_dataclass(current) and not isinstance(current, type):
+        merged = {**dataclasses.asdict(current), **merged}
+    cls = get_domain_class(domain, merged, source_dir).Options
+    opts = current if isinstance(current, cls) else cls()
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    # Keys this domain lacks that a layer unsets with null are dropped from every layer.
+    dropped = {k for data, _ in layers for k, v in data.items() if v is None and k not in names}
+    for data, source in layers:
+        for key, value in data.items():
+            if key in dropped:
+                continue
+            if value is None and key in names:
+                setattr(opts, key, copy.deepcopy(getattr(defaults, key)))
+            else:
+                _apply(opts, {key: value}, source, prefix="tasks.")
+    return opts
 
 
 _CHOICES = {

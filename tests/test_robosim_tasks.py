@@ -153,25 +153,24 @@ def test_robotics_eval_adds_a_reproducible_sampled_pass(tiny_model_dir, monkeypa
     """tasks.eval_sampled_temperature: a second, sampled eval pass with a fixed seed (same draws every time)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import densecode.rl.tasks as rl_tasks
     from densecode.config import GenerationConfig
-    from densecode.rl.tasks import RoboticsTasks
+    from densecode.domains.robotics import RoboticsDomain
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     gen = GenerationConfig(max_new_tokens=16, stop=list(STOP_STRINGS))
     calls = []
-    real = rl_tasks._generate_programs
+    real = RoboticsDomain.generate
 
-    def spy(*args, temperature, seed, **kw):
+    def spy(self, *args, temperature, seed, **kw):
         calls.append((temperature, seed))
-        return real(*args, temperature=temperature, seed=seed, **kw)
+        return real(self, *args, temperature=temperature, seed=seed, **kw)
 
-    monkeypatch.setattr(rl_tasks, "_generate_programs", spy)
-    greedy_only = RoboticsTasks(gen, {}).evaluate(model, tok, n=4, seed=0)
+    monkeypatch.setattr(RoboticsDomain, "generate", spy)
+    greedy_only = RoboticsDomain({}, generation=gen).evaluate(model, tok, n=4, seed=0)
     assert "sampled_success_rate" not in greedy_only and calls == [(0.0, 0)]
     calls.clear()
-    source = RoboticsTasks(gen, {"eval_sampled_temperature": 1.0, "eval_seed": 99})
+    source = RoboticsDomain({"eval_sampled_temperature": 1.0, "eval_seed": 99}, generation=gen)
     first = source.evaluate(model, tok, n=4, seed=0)
     again = source.evaluate(model, tok, n=4, seed=7)  # the training seed does not change the sampled draws
     assert calls == [(0.0, 0), (1.0, 99), (0.0, 7), (1.0, 99)]

@@ -102,8 +102,8 @@ def test_bad_plugin_config_is_a_clear_error(opts, match):
 
 def test_plugin_tasks_need_a_source(source):
     cfg = load_config(CONFIG)
-    opts = {k: v for k, v in cfg.tasks.items() if k != "source"}
+    opts = {k: v for k, v in vars(cfg.tasks).items() if k != "source" and v is not None}
     with pytest.raises(DensecodeError, match="tasks.source"):
         PluginTasks(cfg.generation, opts)
     with pytest.raises(DensecodeError, match="unknown key"):
-        PluginTasks(cfg.generation, {**cfg.tasks, "simulater": 1})
+        PluginTasks(cfg.generation, {**opts, "source": cfg.tasks.source, "simulater": 1})

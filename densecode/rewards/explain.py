@@ -135,7 +135,8 @@ def _check_rollout(row: dict, where: str) -> None:
 def score_generations(rows: list[dict], model: str, config: str | None, overrides: list[str]) -> list[dict]:
     """Turn generate-output rows into rollout records by computing the rewards here."""
     from densecode.config import load_config
-    from densecode.rewards import build_assembler, effective_weights, make_sample
+    from densecode.domains import build_domain, build_reward_fn
+    from densecode.rewards import make_sample
 
     cfg = load_config(config, overrides)
     try:
@@ -158,20 +159,9 @@ def score_generations(rows: list[dict], model: str, config: str | None, override
                                    code_regions=cfg.reward.code_regions,
                                    truncated=row.get("finish_reason") == "length",
                                    grammar_verdicts=row.get("grammar_verdicts")))
-    simulator = None
-    if effective_weights(cfg.reward, cfg.domain).get("sim", 0.0) > 0:
-        simulator = _robotics_backend()
-    assembler = build_assembler(cfg.reward, cfg.domain, simulator=simulator)
-    batch = assembler(samples)
+    # The config's own domain scores them: its simulator, its lint builtins, its weights.
+    batch = build_reward_fn(cfg, build_domain(cfg))(samples)
     return rollout_records(samples, batch)
-
-
-def _robotics_backend():
-    try:
-        from densecode_robosim import RoboSimBackend
-    except ImportError as exc:
-        raise DensecodeError(f"the sim reward needs robosim.RoboSimBackend ({exc}); or pass --set reward.weights.sim=0") from None
-    return RoboSimBackend()
 
 
 # ---------------------------------------------------------------- HTML

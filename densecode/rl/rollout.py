@@ -50,7 +50,7 @@ class RolloutBatch:
     grammar_verdicts: torch.Tensor | None = None  # [B, R] +1 accepted, −1 rejected, 0 unknown
     # Filled by the reward step:
     samples: list[Any] = field(default_factory=list)
-    rewards: torch.Tensor | None = None  # [B, R] total per token (incl. KL, missing-EOS penalty)
+    rewards: torch.Tensor | None = None  # [B, R] total per token (the assembler's, KL included)
     components: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [B, R] unweighted values
     sequence_rewards: torch.Tensor | None = None  # [B] sum of `rewards` over the response
     reward_outputs: Any = None  # the assembler's RewardBatch (for explain/logging)
@@ -96,13 +96,13 @@ class RolloutBatch:
 
 def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_tokens: int, temperature: float,
                      top_p: float, top_k: int, grammar: str, stop: list[str], batch_size: int, seed: int,
-                     progress: bool = False) -> list[Response]:
+                     progress: bool = False, grammar_options: dict | None = None) -> list[Response]:
     """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode)."""
     from densecode.generation import generate
 
     gens = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, grammar=grammar, stop=stop, batch_size=batch_size, seed=seed,
-                    progress=progress)
+                    progress=progress, grammar_options=grammar_options)
     return [
         Response(
             prompt_index=int(g.prompt_index),

@@ -85,11 +85,9 @@ logger = logging.getLogger(__name__)
 
 
 
-def _kl_weight(cfg) -> float:
-    """The KL weight the reward assembler really uses (`reward.weights` over the domain's defaults)."""
-    from densecode.rewards import effective_weights
-
-    return float(effective_weights(cfg.reward, cfg.domain).get("kl", 0.0))
+def _kl_weight(reward_fn) -> float:
+    """The KL weight the reward function really uses (the assembler carries its weights; 0 for one without)."""
+    return float((getattr(reward_fn, "weights", None) or {}).get("kl", 0.0))
 
 class Algorithm(Protocol):
     name: str
@@ -108,7 +106,7 @@ class Algorithm(Protocol):
 
 
 class TaskSource(Protocol):
-    """Where prompts come from (see densecode.rl.tasks)."""
+    """Where prompts come from (a densecode.domains.Domain is one)."""
 
     def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]: ...
 
@@ -156,7 +154,7 @@ class Trainer:
         if critic is not None:
             disable_dropout(critic)
         # GRPO hook: an algorithm with a KL loss term (grpo_kl_coef > 0) sets needs_reference.
-        needs_ref = _kl_weight(cfg) > 0 or getattr(algo, "needs_reference", False)
+        needs_ref = _kl_weight(reward_fn) > 0 or getattr(algo, "needs_reference", False)
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -172,7 +170,7 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        beta = float(_kl_weight(cfg))
+        beta = _kl_weight(reward_fn)
         self.kl_ctl = make_kl_controller(cfg.algo, beta)
         self.state = TrainState()
         self._stop_requested = False
@@ -207,6 +205,7 @@ class Trainer:
             policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt, max_new_tokens=gen.max_new_tokens,
             temperature=temperature, top_p=gen.top_p, top_k=gen.top_k, grammar=gen.grammar, stop=list(gen.stop),
             batch_size=gen.batch_size, seed=_seed_for(cfg.train.seed, step, proc, 2), progress=False,
+            grammar_options={"code_prefix": gen.grammar_code_prefix},
         )
         eos = self.tokenizer.eos_token_id
         for r in responses:
@@ -240,20 +239,12 @@ class Trainer:
         R = batch.response_ids.shape[1]
         dev = batch.response_ids.device
         rewards = to_padded(rb.total, R, dev)
-        penalty = abs(float(cfg.generation.missing_eos_penalty))
-        n_missing = 0
-        if penalty:
-            for i, r in enumerate(batch.responses):
-                if r.finish_reason == "length" and r.token_ids:
-                    rewards[i, len(r.token_ids) - 1] -= penalty
-                    n_missing += 1
         batch.samples = samples
         batch.rewards = rewards * batch.response_mask
         batch.components = {k: to_padded(v, R, dev) for k, v in (rb.components or {}).items()}
         batch.sequence_rewards = batch.rewards.sum(-1)
         batch.reward_outputs = rb
         stats = {k: float(v) for k, v in (rb.stats or {}).items() if isinstance(v, (int, float))}
-        stats["reward/missing_eos_penalised"] = float(n_missing)
         stats["reward/sequence_mean"] = float(batch.sequence_rewards.mean())
         stats["reward/sequence_std"] = float(batch.sequence_rewards.std()) if batch.size > 1 else 0.0
         for name, vals in batch.components.items():
@@ -345,7 +336,7 @@ class Trainer:
         # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step.
         seq_kl = stats.get("objective/kl", 0.0)
         beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.cfg) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
             try:
                 self.reward_fn.set_weight("kl", beta)
             except DensecodeError:
@@ -511,7 +502,7 @@ class Trainer:
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
         _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.cfg) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
             try:
                 self.reward_fn.set_weight("kl", self.kl_ctl.value)
             except DensecodeError:

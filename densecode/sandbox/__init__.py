@@ -4,7 +4,7 @@
     with SandboxPool() as pool:
         [result] = pool.run([AssertJob(code, ["assert f(1) == 2"])])
 
-See README "Sandbox" for what each protection does and does not guarantee.
+See docs/sandbox.md for what each protection does and does not guarantee.
 """
 
 from densecode.sandbox.jobs import (

@@ -17,9 +17,11 @@ from densecode.simulators.binding import ApiBinding, ApiFunction
 from densecode.simulators.tasks import PLUGIN_KEYS, PluginTasks
 
 
-def is_plugin(tasks_opts: dict | None) -> bool:
-    """True when a config's `tasks:` mapping names a plug-in simulator."""
-    return bool((tasks_opts or {}).get("simulator"))
+def is_plugin(tasks_opts) -> bool:
+    """True when a config's `tasks:` (a mapping or a domain's options) names a plug-in simulator."""
+    if isinstance(tasks_opts, dict) or tasks_opts is None:
+        return bool((tasks_opts or {}).get("simulator"))
+    return bool(getattr(tasks_opts, "simulator", None))
 
 
 __all__ = [

@@ -9,6 +9,7 @@ passed to the backend.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
@@ -45,7 +46,9 @@ def _load_function(path: str):
 class PluginTasks:
     """Training prompts and a held-out eval split for a plug-in simulator."""
 
-    def __init__(self, gen_cfg: Any, opts: dict, base_dir: Path | None = None, pool: Any = None):
+    def __init__(self, gen_cfg: Any, opts: Any, base_dir: Path | None = None, pool: Any = None):
+        if dataclasses.is_dataclass(opts):  # the plug-in domain's typed options; None = not set
+            opts = {k: v for k, v in vars(opts).items() if v is not None}
         opts = dict(opts or {})
         check_keys(opts)
         self.gen_cfg = gen_cfg
