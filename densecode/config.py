@@ -145,7 +145,9 @@ class GRPOConfig:
     verdict_components: list[str] = field(default_factory=lambda: ["syntax", "tests", "sim"])
     truncation_rho: float = 0.3  # share of eligible truncated responses masked (paper: 10% and 30% appear)
     repetition_test: str = "paper"  # paper: last `window` tokens == the `window` before | any_period: period 1..w
-    repetition_window: int = 128
+    # m of the repetition test. The paper's 128 is for long responses; the paper test needs 2m tokens, so
+    # 64 fits generation.max_new_tokens 128 (a warning says when 2m > max_new_tokens: it can never fire).
+    repetition_window: int = 64
     # densecode's extension: a token-level term from the attributable parts of these components.
     dense: bool = False
     dense_scale: float = 0.5

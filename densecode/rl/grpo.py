@@ -631,6 +631,7 @@ class GRPOAlgorithm:
             stats["grpo/temperature_changes"] = float(len(self.controller.changes) - n_changes)
         group_rewards = rewards[order].view(-1, G)
         stats.update({
+            "grpo/responses": float(n),
             "grpo/reward_mean": float(rewards.mean()),
             "grpo/reward_std_in_group": float(ga.group_std.mean()),
             "grpo/zero_std_groups": float(ga.zero_std_groups),
