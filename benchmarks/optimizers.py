@@ -154,9 +154,10 @@ def mask_counts(train: list[dict]) -> dict[str, float]:
 
 
 def mask_table(results: dict) -> str:
-    lines = ["| variant | responses | truncated | judged incorrect: code finished, verdict wrong | "
-             "judged incorrect: error before the cut | judged incorrect: any verdict (previous rule) | "
-             "repetitive | eligible | masked |", "|---|---|---|---|---|---|---|---|---|"]
+    header = ("| variant | responses | truncated | judged incorrect: code finished, verdict wrong | "
+              "judged incorrect: error before the cut | judged incorrect: any verdict (previous rule) | "
+              "repetitive | eligible | masked |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for name, res in results.items():
         c = mask_counts(res.get("train", []))
         if not c:

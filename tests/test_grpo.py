@@ -76,7 +76,7 @@ def test_repetition_paper_misses_what_any_period_catches():
 
 
 def test_repetition_any_period_short_responses():
-    rep = lambda ids, w: is_repetitive(ids, window=w, test="any_period")  # noqa: E731
+    rep = lambda ids, w: is_repetitive(ids, window=w, test="any_period")
     assert not rep([], 128) and not rep([5], 128)
     assert rep([1, 2, 1, 2], 128)  # w = 2
     assert not rep([1, 2, 3, 4, 5, 6], 128)

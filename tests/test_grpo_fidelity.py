@@ -383,7 +383,8 @@ def test_grpo_reward_kl_allowed_on_request(tiny_model_dir, tmp_path):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    kw = dict(model=model, tokenizer=tok, task_source=None, reward_fn=None, run_dir=tmp_path / "r", progress=False)
+    kw = {"model": model, "tokenizer": tok, "task_source": None, "reward_fn": None, "run_dir": tmp_path / "r",
+          "progress": False}
     cfg = load_config("robotics", ["algo.name=grpo"])
     with pytest.raises(DensecodeError, match="beta = 0"):
         Trainer(cfg, algo=GRPOAlgorithm.from_config(cfg.algo, cfg.generation), **kw)

@@ -33,7 +33,7 @@ mask (1 on generated tokens, 0 on padding).
    before the cut counts (a syntax error the syntax component found there, a
    runtime or robot error raised there). Repetitive (`repetition_test: paper`):
    the last m tokens equal the m before them. The paper does not pin rho down (10% and 30% both
-   appear); the default here is 0.3 (`algo.truncation_rho`). `mode="all"` is
+   appear); the default here is 0.3 (`algo.grpo.truncation_rho`). `mode="all"` is
    DAPO's overlong filtering (mask every truncated response); `mode="none"` masks
    nothing.
 
@@ -53,8 +53,8 @@ mask (1 on generated tokens, 0 on padding).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 

@@ -113,7 +113,7 @@ class TemperatureController:
         merged = {**DEFAULTS, **schedule}
         if len(merged["stages"]) == 1:
             merged["switch_steps"] = []  # one stage: a fixed temperature, nothing to switch to
-        opt = lambda v: None if v is None else float(v)  # noqa: E731
+        opt = lambda v: None if v is None else float(v)
         return cls(
             stages=[float(t) for t in merged["stages"]],
             switch_steps=[int(s) for s in merged["switch_steps"]],
