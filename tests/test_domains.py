@@ -140,7 +140,7 @@ def test_missing_eos_penalty_is_a_component_on_the_last_token():
     cut, done = sample(3, True), sample(3, False)
     batch = asm([cut, done])
     assert batch.total[0].tolist() == [0.0, 0.0, -0.5] and batch.total[1].tolist() == [0.0, 0.0, 0.0]
-    with pytest.raises(ConfigError, match="moved to reward.weights.missing_eos"):
+    with pytest.raises(ConfigError, match="renamed: use reward.weights.missing_eos"):
         load_config(None, ["generation.missing_eos_penalty=1"])
 
 
