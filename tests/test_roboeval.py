@@ -166,12 +166,17 @@ def test_rule5_a_program_may_catch_a_robot_error(tmp_path):
 def test_rule6_prints_end_the_trace_read_from_stdout(tmp_path):
     task = task_file("Printer", ROOMS + '.addRobotLocation("start_loc")', 't.Exists(GoTo("lobby")) and t.Exists(Say("hi"))')
     programs = {"print_between": 'go_to("lobby")\nprint("debug")\nsay("hi")',
+                "exit_0": 'go_to("lobby")\nsay("hi")\nexit()\nsay("never")',
+                "exit_1": 'go_to("lobby")\nsay("hi")\nsys.exit(1)',
                 "print_after": 'go_to("lobby")\nsay("hi")\nprint("done")',
                 "newline_in_say": 'go_to("lobby")\nsay("two\\nlines")\nsay("hi")'}
+    # (a run that ends with exit status 0 is a finished run; any other status is a Python error)
     assert judge(tmp_path, task, programs, "codebotler") == {
-        "print_between": "check_failure", "print_after": "success", "newline_in_say": "check_failure"}
+        "print_between": "check_failure", "exit_0": "success", "exit_1": "python_error", "print_after": "success",
+        "newline_in_say": "check_failure"}
     assert judge(tmp_path, task, programs, "fixed") == {
-        "print_between": "success", "print_after": "success", "newline_in_say": "success"}
+        "print_between": "success", "exit_0": "success", "exit_1": "python_error", "print_after": "success",
+        "newline_in_say": "success"}
 
 
 def test_trace_parser_reads_stdout_as_codebotler():
