@@ -212,11 +212,13 @@ def test_rule8_double_quoted_literals_are_lowercased(tmp_path):
         "double": 'r = ask("", "Do you want it?", ["Yes", "No"])\nif r == "Yes":\n    say("great")',
         "mixed": "r = ask('', 'Do you want it?', ['Yes', 'No'])\nif r == \"Yes\":\n    say(\"great\")",
         "returned": 'r = ask("", "Do you want it?", ["Yes", "No"])\nif r == \'yes\':\n    say("great")',
+        # an f-string's fields are inside the quotes too: `{Word}` becomes `{word}`, an undefined name
+        "fstring": 'Word = "great"\nsay(f"{Word}")',
     }
     assert judge(tmp_path, task, programs, "codebotler") == {
-        "double": "success", "mixed": "check_failure", "returned": "success"}
+        "double": "success", "mixed": "check_failure", "returned": "success", "fstring": "python_error"}
     assert judge(tmp_path, task, programs, "fixed") == {
-        "double": "success", "mixed": "success", "returned": "check_failure"}
+        "double": "success", "mixed": "success", "returned": "check_failure", "fstring": "success"}
 
 
 # ------------------------------------------------------------------ rule 9: API names are rewritten textually
