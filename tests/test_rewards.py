@@ -199,9 +199,9 @@ def test_mbpp_reference_subset_never_negative(tok, shared_data):
 
 
 def test_category_of():
-    assert category_of("E999") == "compilable" and category_of("PLE0101") == "compilable"
-    assert category_of("F821") == "runnable" and category_of("B006") == "runnable"
-    assert category_of("S307") == "safety" and category_of("B301") == "safety"
+    assert category_of("F701") == "compilable" and category_of("PLE0101") == "runnable"
+    assert category_of("F821") == "runnable" and category_of("B006") == "style"
+    assert category_of("S307") == "safety" and category_of("S301") == "safety"
     assert category_of("N802") == "style" and category_of("PLR0913") == "style"
 
 
@@ -590,9 +590,10 @@ def test_stopping_at_once_is_a_syntax_and_sim_failure_on_the_stop(tok):
     empty = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion")
     out = SyntaxComponent()([empty])[0]
     assert out.values.tolist() == [-1.0] and out.info["syntax_ok"] == 0.0
-    # ... but not when the prompt has no code prefix to complete, or the stop was a length cut-off
+    # ... also when the prompt has no code prefix to complete (no code where code was asked for),
+    # but not when the stop was a length cut-off
     prose = make_sample("Write add.", [tok.eos_token_id], tok, {}, code_regions="completion")
-    assert SyntaxComponent()([prose])[0].values.tolist() == [0.0]
+    assert SyntaxComponent()([prose])[0].values.tolist() == [-1.0]
     cut = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion", truncated=True)
     assert SyntaxComponent()([cut])[0].values.tolist() == [0.0]
     # the sim's penalty for a program that could not run lands on the stop too

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from densecode_robosim.tasks import STOP_STRINGS as STOP
+from densecode_robosim.world import API_NAMES as ROBOT_API
+
 from densecode.domains.base import Domain, DomainOptions
 from densecode.domains.registry import register_domain
 from densecode.errors import DensecodeError
-from densecode.simulators.runner import OUTCOMES  # the one list of run outcomes
-
-ROBOT_API = ["get_current_location", "get_all_rooms", "is_in_room", "go_to", "ask", "say", "pick", "place"]
-STOP = ["\n#", "\ndef ", "\nclass ", "\n```", "\nif __name__"]
+from densecode.simulators.runner import OUTCOMES
 
 
 @dataclass
@@ -49,10 +49,8 @@ class RoboticsDomain(Domain):
 
     def __init__(self, options: Any = None, **kwargs):
         super().__init__(options, **kwargs)
-        try:
-            import densecode_robosim.tasks as rtasks
-        except ImportError as exc:  # pragma: no cover - ships with densecode
-            raise DensecodeError(f"the robotics domain needs the densecode_robosim package: {exc}") from None
+        import densecode_robosim.tasks as rtasks
+
         self._rtasks = rtasks
         self._backend = None
 
