@@ -250,11 +250,13 @@ def test_pick_place_and_rooms_list_follow_codebotler(tmp_path):
                                 'go_to("kitchen")\npick("apple")\nplace("apple")',
         # the list get_all_rooms() returns is the simulator's: removing a room makes it unreachable
         "rooms_alias": 'rooms = get_all_rooms()\nrooms.remove("kitchen")\ngo_to("kitchen")',
+        # ... and placing in a room no longer listed fails (CodeBotler's addObject checks the list)
+        "place_unlisted": 'go_to("kitchen")\npick("apple")\nget_all_rooms().remove("kitchen")\nplace("apple")',
     }
     for semantics in BOTH:
         assert judge(tmp_path, task, programs, semantics) == {
             "ok": "success", "place_other_case": "robot_error", "failed_pick_untraced": "success",
-            "rooms_alias": "robot_error"}
+            "rooms_alias": "robot_error", "place_unlisted": "robot_error"}
 
 
 # ------------------------------------------------------------------ files and paths
