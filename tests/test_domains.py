@@ -188,7 +188,7 @@ def _sources(*roots: str) -> dict[str, Path]:
 
 
 def test_rl_imports_no_domain_eval_or_cli():
-    banned = ("densecode.domains", "densecode.eval", "densecode.cli", "densecode.train_cli", "densecode.simulators",
+    banned = ("densecode.domains", "densecode.eval", "densecode.cli", "densecode.cli.train", "densecode.simulators",
               "densecode_robosim", "densecode.embedded")
     bad = {name: sorted(i for i in _imports(path, top_level_only=False) if i.startswith(banned))
            for name, path in _sources("densecode/rl").items()}

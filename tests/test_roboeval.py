@@ -374,7 +374,7 @@ def test_cli_flags_semantics_prompt_style_subset(checkout, tmp_path, monkeypatch
     import json
 
     from densecode.cli import main
-    from densecode.eval import cli
+    from densecode.cli import eval as cli
 
     seen = {}
 
