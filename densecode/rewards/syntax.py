@@ -303,7 +303,12 @@ def _incomplete_input(text: str) -> bool:
 
 def _viable_plain(text: str, depth: int = 0) -> bool:
     """Is `text`, as it stands, the start of some valid program (no growth of its last token)?"""
-    if _incomplete_input(text):
+    # At the end of the source CPython implies a NEWLINE token, which ends the statement before
+    # the parser reaches EOF (`y = a if b` -> "expected 'else'", reported at `a`). A line
+    # continuation is a legal way to go on from any position in code; with it, a statement that
+    # merely stops early fails only at EOF, which the parser reports as incomplete input.
+    continued = text if text.endswith(("\n", "\\")) or not text else text + " \\\n"
+    if _incomplete_input(continued) or (continued is not text and _incomplete_input(text)):
         return True
     err = _first_error(text)
     if err is None:
