@@ -53,6 +53,10 @@ def sample_of(tok, prompt, response, **kw):
         # At the end of the source, a conditional expression still waiting for `else` is not broken
         # (CPython's implied NEWLINE would blame the start of the expression).
         ("y = max(a, b) if (a != b) $ else -1\n", "$"),
+        # A dedent to a column never opened is wrong from the line's first token on.
+        ("def f():\n    x = 1\n  y = 2\n", "y = 2"),
+        ("if x:\n    pass\n  else:\n    pass\n", "else:"),
+        ("def f():\n\tif x:\n        y = 2\n", "y = 2"),
     ],
 )
 def test_first_invalid_char_known_cases(program, first_bad):

@@ -314,6 +314,9 @@ def _viable_plain(text: str, depth: int = 0) -> bool:
     if err is None:
         return True
     pos, _, low = err
+    if "unindent does not match" in low or "inconsistent use of tabs" in low:
+        # The line's first token fixed its indentation: nothing after it can repair that.
+        return False
     if "unterminated" in low and "string" in low and depth < 8:
         replaced = _open_string_replaced(text, pos)
         if replaced is not None:
