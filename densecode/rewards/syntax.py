@@ -334,8 +334,8 @@ def _viable(prefix: str) -> bool:
 
     As it stands, or after its last lexical token grows: a word into a keyword
     (`[x f` -> `[x for`; CPython blames `x` there: "Perhaps you forgot a comma?"),
-    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix (`'a' r` -> `'a' r''`), an operator into a longer one
-    (`if x =` -> `if x ==`).
+    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix
+    (`'a' r` -> `'a' r''`), an operator into a longer one (`if x =` -> `if x ==`).
     """
     if _viable_plain(prefix):
         return True
