@@ -517,14 +517,14 @@ def test_sparse_without_dense_kl_puts_everything_on_the_last_token(tok):
 
 
 def test_robotics_assembler_with_robosim_backend(tok):
-    robosim = pytest.importorskip("densecode_robosim")
+    from densecode.simulators import RoboSimBackend
     from densecode_robosim.tasks import generate_tasks
 
     task = generate_tasks("train", 1, seed=0)[0]
     good = sample_of(tok, task.prompt, task.reference, task=task.to_dict())
     broken_body = "    place('a unicorn')\n" + task.reference
     bad = sample_of(tok, task.prompt, broken_body, task=task.to_dict())
-    batch = build_assembler(RewardConfig(weights={"kl": 0.0}), "robotics", simulator=robosim.RoboSimBackend())([good, bad])
+    batch = build_assembler(RewardConfig(weights={"kl": 0.0}), "robotics", simulator=RoboSimBackend())([good, bad])
     assert batch.outputs["sim"][0].info["sim_score"] == pytest.approx(1.0)
     assert batch.outputs["lint"][0].info["n_violations"] == 0  # robot API names are builtins here
     sim_bad = batch.raw["sim"][1]
