@@ -103,6 +103,9 @@ class AlgoConfig:
     adaptive_kl: bool = False
     target_kl: float = 6.0
     kl_horizon: int = 10000
+    # Rollout scoring: False = log pi_old and V from the sampling pass itself (only the
+    # reference runs a forward pass); True = a separate no-grad forward pass for them.
+    score_pass: bool = False
     # GRPO
     group_size: int = 8
     loss_aggregation: str = "token"  # token (DAPO) | sequence

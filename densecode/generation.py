@@ -66,6 +66,9 @@ class Generation:
     # EOS decision's own entry is `eos_policy_logprob` (EOS is not in token_ids).
     policy_logprobs: list[float] = field(default_factory=list)
     eos_policy_logprob: float | None = None
+    # With collect_hidden: the last layer's hidden state each token was sampled from
+    # ([len(token_ids) (+1 with EOS), H], policy dtype): a value head's input, V(s_t).
+    hidden: torch.Tensor | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,6 +82,7 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     policy_logprobs: list[float] = field(default_factory=list)
     eos_policy_logprob: float | None = None
+    hidden: list[torch.Tensor] = field(default_factory=list)
     verdicts: list[bool | None] = field(default_factory=list)
     finish_reason: str = "length"
     stop_at: int | None = None  # character offset of the first stop string
@@ -196,6 +200,22 @@ def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, gener
             break
         new_tokens, new_logps = _draw(logits[index], temperature, generator)
         tokens[batch_index], logps[batch_index] = new_tokens, new_logps
+    else:
+        # Still rejected after MAX_RESAMPLES draws: check every remaining candidate and
+        # draw from those the parser accepts (exact, and rare: the mask is rarely that loose).
+        for b in grammar.reject(alive, tokens.tolist()):
+            if b not in where:
+                continue
+            i = where[b]
+            candidates = torch.isfinite(logits[i]).nonzero().squeeze(-1).tolist()
+            ok = grammar.accepted(alive[b], candidates)
+            keep = torch.zeros_like(logits[i], dtype=torch.bool)
+            keep[[c for c, good in zip(candidates, ok) if good]] = True
+            if not bool(keep.any()):
+                continue  # nothing acceptable: the row keeps its token, verdict False
+            logits[i] = logits[i].masked_fill(~keep, float("-inf"))
+            new_token, new_logp = _draw(logits[i][None], temperature, generator)
+            tokens[b], logps[b] = new_token[0], new_logp[0]
     return tokens, logps
 
 
@@ -247,7 +267,7 @@ def _select_cache(past, index: torch.Tensor):
 @torch.inference_mode()
 def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, max_new_tokens: int, temperature: float,
                     top_p: float, top_k: int, stop: list[str], eos_ids: set[int], grammar, generator,
-                    on_token=None) -> int:
+                    on_token=None, collect_hidden: bool = False) -> int:
     """Fill `rows` (one per prompt in `prompts`) in place; return the batch's grammar fallbacks."""
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True)
@@ -273,7 +293,10 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         kwargs = {"input_ids": step_ids, "attention_mask": step_mask, "past_key_values": past, "use_cache": True}
         if use_positions:
             kwargs["position_ids"] = step_pos
+        if collect_hidden:
+            kwargs["output_hidden_states"] = True
         out = model(**kwargs)
+        hidden = out.hidden_states[-1][:, -1, :] if collect_hidden else None
         past = out.past_key_values
         raw = out.logits[:, -1, :].float()
         policy_logp = torch.log_softmax(raw / temperature if temperature > 0 else raw, dim=-1)
@@ -297,6 +320,8 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         for b, r in enumerate(alive):
             row = rows[r]
             tok = int(tokens[b])
+            if hidden is not None:
+                row.hidden.append(hidden[b])
             if tok in eos_ids:
                 row.finish_reason = "eos"
                 row.eos_policy_logprob = policy_token_logp[b]
@@ -339,12 +364,13 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
 def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens: int = 128, temperature: float = 1.0,
              top_p: float = 1.0, top_k: int = 0, grammar: str = "off", stop: list[str] | None = None,
              batch_size: int = 16, seed: int | None = None, progress: bool = True, grammar_options: dict | None = None,
-             ) -> list[Generation]:
+             collect_hidden: bool = False) -> list[Generation]:
     """`n` completions per prompt, prompt-major: result[i * n + j] is sample j of prompt i.
 
     grammar: off | check (record per-token verdicts, logits untouched) | constrain
     (only tokens the grammar accepts). `grammar_options` go to
     `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`, `constrain_by`).
+    collect_hidden: keep each sampled token's last hidden state (`Generation.hidden`).
     """
     if grammar not in GRAMMAR_MODES:
         raise DensecodeError(f"grammar must be one of {', '.join(GRAMMAR_MODES)}; got {grammar!r}")
@@ -391,6 +417,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
                 model, tokenizer, [prompts[r.prompt_index] for r in batch], batch,
                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, stop=stop,
                 eos_ids=eos_ids, grammar=processor, generator=generator, on_token=count,
+                collect_hidden=collect_hidden,
             )
             if fallbacks:
                 logger.warning("batch %d: the grammar parser failed on %d row(s); those rows fell back to "
@@ -422,5 +449,6 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             sample_index=row.sample_index,
             policy_logprobs=list(policy),
             eos_policy_logprob=row.eos_policy_logprob,
+            hidden=(torch.stack(row.hidden[:len(ids) + (row.finish_reason == "eos")]) if row.hidden else None),
         ))
     return results

@@ -584,6 +584,12 @@ class GrammarProcessor:
                 mask = mask | self._harmless("line_start")
             elif _paren_level(row.parser) > 0:
                 mask = mask | self._harmless("in_brackets")
+        if self.syncode_fixes:
+            # syncode's mask looks at most one terminal ahead of the remainder (none after
+            # whitespace), so it blocks tokens that span two terminals (`("` after
+            # `return `, `()`, `__(`) and line continuations. They stay candidates here;
+            # the parser check every drawn token gets decides (docs/grammar.md).
+            mask = mask | self._spanning()
         if mask.shape[0] < vocab:
             mask = torch.cat([mask, torch.zeros(vocab - mask.shape[0], dtype=torch.bool)])
         elif mask.shape[0] > vocab:
@@ -604,6 +610,29 @@ class GrammarProcessor:
         """EOS is allowed exactly when the code so far parses as a whole module (`ast`)."""
         code, remainder = self.code(row)
         return not remainder and code_is_complete(code)
+
+    def _spanning(self) -> torch.Tensor:
+        """Tokens whose text is more than one lexer terminal, or holds a backslash (cached)."""
+        cache = self.processor.__dict__.setdefault("_densecode_harmless", {})
+        if "spanning" not in cache:
+            from densecode.grammar_parser import IncrementalPythonParser, ParseFailed
+
+            base = self.processor.grammar_engine.inc_parser.base_parser
+            size = len(self.mask_store._vocab) if hasattr(self.mask_store, "_vocab") else len(self.tokenizer)
+            flags = []
+            for i in range(size):
+                text = self.tokenizer.decode([i])
+                parser = IncrementalPythonParser(base)
+                try:
+                    parser._lex(text)
+                except ParseFailed:  # e.g. a lone closing bracket
+                    flags.append(True)
+                    continue
+                terminals = sum(t.type not in ("_INDENT", "_DEDENT") for t in parser.post)
+                terminals += bool(parser.lexing_incomplete and text[parser.lexer_pos:].strip(" "))
+                flags.append(terminals >= 2 or "\\" in text)
+            cache["spanning"] = torch.tensor(flags, dtype=torch.bool)
+        return cache["spanning"]
 
     def _harmless(self, kind: str) -> torch.Tensor:
         """Tokens that cannot break code at a line start / inside brackets (cached)."""
@@ -657,6 +686,11 @@ class GrammarProcessor:
                 ok = self.token_is_valid(row, tok)
             row.checked[tok] = ok
         return row.checked[tok]
+
+    def accepted(self, row_index: int, candidates: list[int]) -> list[bool]:
+        """The parser's verdict on each candidate next token of row `row_index` (this step)."""
+        row = self.rows[row_index]
+        return [self._verify(row, tok) is not False for tok in candidates]
 
     def reject(self, alive: list[int], tokens: list[int]) -> list[int]:
         """constrain: batch positions whose sampled token the parser rejects.
