@@ -92,7 +92,8 @@ CHAR_CLASSES = {
 }
 
 COUNT_CHARS = Family(
-    "count_chars", "strings", 1, ("count_matching", "tally_chars", "count_kind"), (("s", "text", "word"),),
+    "count_chars", "strings", 1, ("count_matching", "tally_chars", "count_kind", "count_class", "how_many", "char_count"),
+    (("s", "text", "word", "phrase", "line"),),
     params=lambda r: {"cls": r.choice(sorted(CHAR_CLASSES))},
     describe=lambda p: f"Return how many characters of the string {{a}} are {CHAR_CLASSES[p['cls']][0]}.",
     body=lambda p: f"    return sum(1 for ch in {{a}} if {CHAR_CLASSES[p['cls']][1]})\n",
@@ -101,7 +102,8 @@ COUNT_CHARS = Family(
 )
 
 REVERSE_WORDS = Family(
-    "reverse_words", "strings", 1, ("reverse_words", "flip_words", "mirror_words"), (("s", "sentence", "text"),),
+    "reverse_words", "strings", 1, ("reverse_words", "flip_words", "mirror_words", "reverse_order", "swap_words", "word_flip"),
+    (("s", "sentence", "text", "phrase", "line"),),
     params=lambda r: {"mode": r.choice(["order", "each"]), "sep": r.choice([" ", "-", "_"])},
     describe=lambda p: ("Split the string {a} on single spaces, " + (
         "reverse the order of the words" if p["mode"] == "order" else "reverse the letters of each word") +
@@ -119,7 +121,8 @@ def _caesar(k: int, s: str) -> str:
 
 
 CAESAR = Family(
-    "caesar", "strings", 2, ("caesar", "shift_letters", "rotate_letters"), (("s", "message", "text"),),
+    "caesar", "strings", 2, ("caesar", "shift_letters", "rotate_letters", "encrypt", "shift_text", "caesar_cipher"),
+    (("s", "message", "text", "plain", "line"),),
     params=lambda r: {"k": r.randint(1, 25)},
     describe=lambda p: (f"Shift every lowercase letter of {{a}} {p['k']} places forward in the alphabet, wrapping "
                         "from 'z' to 'a'; leave every other character unchanged. Return the new string."),
@@ -131,28 +134,33 @@ CAESAR = Family(
 )
 
 EXTREME_WORD = Family(
-    "extreme_word", "strings", 1, ("pick_word", "extreme_word", "select_word"), (("s", "sentence"),),
-    params=lambda r: {"which": r.choice(["longest", "shortest"])},
-    describe=lambda p: (f"Return the {p['which']} word of the string {{a}} (words are separated by spaces); on a tie, "
-                        "the first such word. An empty string gives ''."),
-    body=lambda p: ("    best = ''\n    for w in {a}.split():\n"
-                    f"        if best == '' or len(w) {'>' if p['which'] == 'longest' else '<'} len(best):\n"
+    "extreme_word", "strings", 1, ("pick_word", "extreme_word", "select_word", "choose_word", "word_by_length", "find_word"),
+    (("s", "sentence", "text", "line", "phrase"),),
+    params=lambda r: {"which": r.choice(["longest", "shortest"]), "sep": r.choice([" ", ",", ";"])},
+    describe=lambda p: (f"Return the {p['which']} word of the string {{a}}, where words are separated by {p['sep']!r} "
+                        "(skip empty words); on a tie, the first such word. With no word, return ''."),
+    body=lambda p: (f"    best = ''\n    for w in {{a}}.split({p['sep']!r}):\n"
+                    f"        if w and (best == '' or len(w) {'>' if p['which'] == 'longest' else '<'} len(best)):\n"
                     "            best = w\n    return best\n"),
-    oracle=lambda p, s: (max if p["which"] == "longest" else min)(s.split(), key=len, default=""),
-    inputs=lambda r, p: (" ".join(_words(r, r.randint(0, 6))),),
+    oracle=lambda p, s: (max if p["which"] == "longest" else min)([w for w in s.split(p["sep"]) if w], key=len,
+                                                                    default=""),
+    inputs=lambda r, p: (p["sep"].join(_words(r, r.randint(0, 6))),),
 )
 
 RUN_LENGTH = Family(
-    "run_length", "strings", 2, ("run_length", "compress", "encode_runs"), (("s", "text"),),
-    params=lambda r: {"count_first": r.choice([False, True])},
+    "run_length", "strings", 2, ("run_length", "compress", "encode_runs", "rle", "pack_runs", "squeeze"),
+    (("s", "text", "word", "line", "chars"),),
+    params=lambda r: {"count_first": r.choice([False, True]), "sep": r.choice(["", "-", " "])},
     describe=lambda p: ("Run-length encode the string {a}: each maximal run of one character becomes " + (
         "the run's length followed by the character" if p["count_first"] else "the character followed by the run's length")
-        + " (e.g. " + ("'aab' -> '2a1b'" if p["count_first"] else "'aab' -> 'a2b1'") + "). Return the encoding."),
-    body=lambda p: ("    out = ''\n    i = 0\n    while i < len({a}):\n        j = i\n"
+        + f", the runs' codes joined by {p['sep']!r} (e.g. 'aab' -> "
+        + repr(p["sep"].join(["2a", "1b"] if p["count_first"] else ["a2", "b1"])) + "). Return the encoding."),
+    body=lambda p: ("    parts = []\n    i = 0\n    while i < len({a}):\n        j = i\n"
                     "        while j < len({a}) and {a}[j] == {a}[i]:\n            j += 1\n" +
-                    ("        out += str(j - i) + {a}[i]\n" if p["count_first"] else "        out += {a}[i] + str(j - i)\n")
-                    + "        i = j\n    return out\n"),
-    oracle=lambda p, s: "".join((f"{len(g)}{g[0]}" if p["count_first"] else f"{g[0]}{len(g)}") for g in _runs(s)),
+                    ("        parts.append(str(j - i) + {a}[i])\n" if p["count_first"]
+                     else "        parts.append({a}[i] + str(j - i))\n")
+                    + f"        i = j\n    return {p['sep']!r}.join(parts)\n"),
+    oracle=lambda p, s: p["sep"].join((f"{len(g)}{g[0]}" if p["count_first"] else f"{g[0]}{len(g)}") for g in _runs(s)),
     inputs=lambda r, p: ("".join(r.choice("aab") * r.randint(1, 3) for _ in range(r.randint(0, 5))),),
 )
 
@@ -182,7 +190,8 @@ FILTER_THRESHOLD = Family(
 )
 
 RUNNING = Family(
-    "running", "lists", 1, ("running", "prefix_scan", "accumulate"), (("nums", "values"),),
+    "running", "lists", 1, ("running", "prefix_scan", "accumulate", "scan", "running_total", "cumulative"),
+    (("nums", "values", "xs", "items", "numbers"),),
     params=lambda r: {"op": r.choice(["sum", "max", "min", "product"])},
     describe=lambda p: f"Return the list whose i-th item is the {p['op']} of the first i + 1 numbers of {{a}}.",
     body=lambda p: ("    out = []\n    for x in {a}:\n"
@@ -205,7 +214,8 @@ def _scan(op: str, xs: list) -> list:
 
 
 CHUNKS = Family(
-    "chunks", "lists", 2, ("chunks", "split_into", "batch"), (("items", "xs"),),
+    "chunks", "lists", 2, ("chunks", "split_into", "batch", "chunk", "group_into", "partition"),
+    (("items", "xs", "values", "seq", "data"),),
     params=lambda r: {"k": r.randint(2, 6), "drop": r.choice([False, True])},
     describe=lambda p: (f"Split the list {{a}} into consecutive chunks of {p['k']} items and return the list of chunks"
                         + ("; drop a last chunk that is shorter." if p["drop"] else "; the last chunk may be shorter.")),
@@ -230,22 +240,25 @@ ROTATE = Family(
 )
 
 DEDUPE = Family(
-    "dedupe", "lists", 1, ("dedupe", "unique_items", "distinct"), (("items", "xs"),),
-    params=lambda r: {"keep": r.choice(["first", "last"])},
-    describe=lambda p: (f"Return the items of {{a}} without repeats, keeping only the {p['keep']} occurrence of each, "
-                        "in the order those occurrences appear."),
+    "dedupe", "lists", 1, ("dedupe", "unique_items", "distinct", "remove_repeats", "drop_duplicates", "unique_values"),
+    (("items", "xs", "values", "seq", "data"),),
+    params=lambda r: {"keep": r.choice(["first", "last"]), "ret": r.choice(["list", "tuple"])},
+    describe=lambda p: (f"Return, as a {p['ret']}, the items of {{a}} without repeats, keeping only the {p['keep']} "
+                        "occurrence of each, in the order those occurrences appear."),
     body=lambda p: ("    seen = set()\n    out = []\n" + (
         "    for x in {a}:\n" if p["keep"] == "first" else "    for x in reversed({a}):\n") +
         "        if x not in seen:\n            seen.add(x)\n            out.append(x)\n" + (
-        "    return out\n" if p["keep"] == "first" else "    return out[::-1]\n")),
-    oracle=lambda p, xs: (list(dict.fromkeys(xs)) if p["keep"] == "first" else list(dict.fromkeys(xs[::-1]))[::-1]),
+        f"    return {p['ret']}(out)\n" if p["keep"] == "first" else f"    return {p['ret']}(out[::-1])\n")),
+    oracle=lambda p, xs: (list if p["ret"] == "list" else tuple)(
+        list(dict.fromkeys(xs)) if p["keep"] == "first" else list(dict.fromkeys(xs[::-1]))[::-1]),
     inputs=lambda r, p: (_ints(r, r.randint(0, 9), 0, 5),),
 )
 
 # ------------------------------------------------------------------------------------------------ dicts
 
 FREQUENCY = Family(
-    "frequency", "dicts", 2, ("frequency", "count_items", "histogram"), (("s", "text"),),
+    "frequency", "dicts", 2, ("frequency", "count_items", "histogram", "counts_of", "tally", "occurrences"),
+    (("s", "text", "line", "sentence", "words"),),
     params=lambda r: {"unit": r.choice(["letter", "word"]), "min_count": r.randint(1, 3)},
     describe=lambda p: (f"Count each {p['unit']} of the string {{a}} " + (
         "(letters only, lowercased)" if p["unit"] == "letter" else "(words are separated by spaces)") +
@@ -261,7 +274,8 @@ FREQUENCY = Family(
 )
 
 GROUP_BY = Family(
-    "group_by", "dicts", 2, ("group_words", "bucket", "group_by_key"), (("words", "items"),),
+    "group_by", "dicts", 2, ("group_words", "bucket", "group_by_key", "group_strings", "buckets", "index_words"),
+    (("words", "items", "strings", "names", "seq"),),
     params=lambda r: {"by": r.choice(["length", "first letter", "last letter"])},
     describe=lambda p: (f"Group the strings of the list {{a}} by their {p['by']}: return a dict from each {p['by']} to "
                         "the list of strings that have it, in their original order."),
@@ -281,7 +295,8 @@ def _group(ws: list, key: Callable) -> dict:
 
 
 INVERT = Family(
-    "invert", "dicts", 2, ("invert", "swap_pairs", "reverse_mapping"), (("d", "mapping"),),
+    "invert", "dicts", 2, ("invert", "swap_pairs", "reverse_mapping", "inverse", "flip_dict", "by_value"),
+    (("d", "mapping", "table", "pairs", "src"),),
     params=lambda r: {"clash": r.choice(["largest", "smallest", "list"])},
     describe=lambda p: ("Invert the dict {a} (string keys, integer values): return a dict from each value to " + (
         "the sorted list of keys that map to it." if p["clash"] == "list"
@@ -306,7 +321,8 @@ def _invert(clash: str, d: dict) -> dict:
 
 
 TOP_K = Family(
-    "top_k", "dicts", 2, ("top_k", "most_common", "frequent_items"), (("items", "xs"),),
+    "top_k", "dicts", 2, ("top_k", "most_common", "frequent_items", "top_values", "commonest", "leaders"),
+    (("items", "xs", "values", "nums", "data"),),
     params=lambda r: {"k": r.randint(1, 4)},
     describe=lambda p: (f"Return the {p['k']} most frequent values of the list {{a}} (fewer if there are fewer distinct "
                         "values), most frequent first; ties go to the smaller value first."),
@@ -319,7 +335,8 @@ TOP_K = Family(
 # ------------------------------------------------------------------------------------------------ arithmetic
 
 DIGITS = Family(
-    "digits", "arithmetic", 1, ("digit_stat", "digits_of", "reduce_digits"), (("n", "number"),),
+    "digits", "arithmetic", 1, ("digit_stat", "digits_of", "reduce_digits", "digit_summary", "fold_digits", "digit_op"),
+    (("n", "number", "value", "num", "x"),),
     params=lambda r: {"op": r.choice(["sum", "product", "count", "max"])},
     describe=lambda p: f"Return the {p['op']} of the decimal digits of the integer {{a}} (ignore its sign).",
     body=lambda p: ("    ds = [int(c) for c in str(abs({a}))]\n" + {
@@ -362,7 +379,8 @@ def _poly(p: dict, x: str) -> str:
 
 
 BASE = Family(
-    "to_base", "arithmetic", 2, ("to_base", "convert", "in_base"), (("n", "number"),),
+    "to_base", "arithmetic", 2, ("to_base", "convert", "in_base", "base_string", "to_digits", "represent"),
+    (("n", "number", "value", "num", "x"),),
     params=lambda r: {"base": r.randint(2, 9)},
     describe=lambda p: (f"Return the base-{p['base']} representation of the non-negative integer {{a}} as a string of "
                         "digits, most significant first ('0' for 0)."),
@@ -382,7 +400,8 @@ def _to_base(n: int, b: int) -> str:
 
 
 GCD_LCM = Family(
-    "gcd_lcm", "arithmetic", 2, ("combine", "gcd_or_lcm", "divisor_math"), (("a", "x"), ("b", "y")),
+    "gcd_lcm", "arithmetic", 2, ("combine", "gcd_or_lcm", "divisor_math", "pair_math", "number_link", "combine_ints"),
+    (("a", "x", "m", "first"), ("b", "y", "k", "second")),
     params=lambda r: {"which": r.choice(["greatest common divisor", "least common multiple"])},
     describe=lambda p: f"Return the {p['which']} of the positive integers {{a}} and {{b}}, computed with a loop.",
     body=lambda p: ("    p, q = {a}, {b}\n    while q:\n        p, q = q, p % q\n" + (
@@ -401,7 +420,8 @@ def _gcd(a: int, b: int) -> int:
 # ------------------------------------------------------------------------------------------------ loops
 
 COLLATZ = Family(
-    "collatz", "loops", 2, ("collatz", "steps_to_one", "hailstone"), (("n", "start"),),
+    "collatz", "loops", 2, ("collatz", "steps_to_one", "hailstone", "hailstone_run", "orbit", "walk_to_one"),
+    (("n", "start", "number", "seed", "value"),),
     params=lambda r: {"mul": r.choice([3, 5]), "what": r.choice(["steps", "peak"])},
     describe=lambda p: (f"Starting from the positive integer {{a}}, repeatedly replace it by half of it when it is even "
                         f"and by {p['mul']} times it plus 1 when it is odd, until it is 1 or 100 replacements have been "
@@ -445,7 +465,8 @@ FIZZBUZZ = Family(
 # ------------------------------------------------------------------------------------------------ conditionals
 
 GRADE = Family(
-    "grade", "conditionals", 1, ("grade", "letter_grade", "classify_score"), (("score", "points"),),
+    "grade", "conditionals", 1, ("grade", "letter_grade", "classify_score", "score_to_letter", "grade_of", "letter_for"),
+    (("score", "points", "value", "result", "total"),),
     params=lambda r: {"top": r.choice([85, 88, 90, 92, 95]), "step": r.choice([5, 8, 10])},
     describe=lambda p: (f"Return 'A' if {{a}} >= {p['top']}, 'B' if {{a}} >= {p['top'] - p['step']}, 'C' if {{a}} >= "
                         f"{p['top'] - 2 * p['step']}, and 'F' otherwise."),
@@ -458,8 +479,8 @@ GRADE = Family(
 )
 
 TRIANGLE = Family(
-    "triangle", "conditionals", 2, ("triangle_kind", "classify_triangle", "kind_of_triangle"),
-    (("a", "x"), ("b", "y"), ("c", "z")),
+    "triangle", "conditionals", 2, ("triangle_kind", "classify_triangle", "kind_of_triangle", "triangle_type", "what_triangle", "sides_kind"),
+    (("a", "x", "p"), ("b", "y", "q"), ("c", "z", "r")),
     params=lambda r: {"strict": r.choice([True, False])},
     describe=lambda p: ("Classify the triangle with side lengths {a}, {b}, {c} (positive integers): return 'invalid' if "
                         "the largest side is " + ("at least" if p["strict"] else "more than") +
@@ -531,7 +552,8 @@ def _depth(xs: list) -> int:
 
 
 NESTED = Family(
-    "nested", "recursion", 3, ("walk_nested", "nested_info", "deep"), (("xs", "tree", "items"),),
+    "nested", "recursion", 3, ("walk_nested", "nested_info", "deep", "nested_walk", "recurse_list", "tree_info"),
+    (("xs", "tree", "items", "data", "nest", "lst"),),
     params=lambda r: {"what": r.choice(["flatten", "depth", "sum"])},
     describe=lambda p: ("{a} is a list whose items are integers or lists of the same kind. Return " + {
         "flatten": "the list of all its integers, left to right.",
@@ -557,7 +579,8 @@ def _no_repeat(n: int, bad: str) -> list[str]:
 
 
 BINARY_STRINGS = Family(
-    "binary_strings", "recursion", 3, ("bit_strings", "binary_words", "strings_without"), (("n", "length"),),
+    "binary_strings", "recursion", 3, ("bit_strings", "binary_words", "strings_without", "bitstrings", "all_words", "binary_list"),
+    (("n", "length", "size", "k", "width"),),
     params=lambda r: {"bad": r.choice(["11", "00", "101", "010"])},
     describe=lambda p: (f"Return, in increasing order, every string of {{a}} characters '0'/'1' that does not contain "
                         f"'{p['bad']}'. Build them recursively."),
@@ -571,7 +594,8 @@ BINARY_STRINGS = Family(
 # ------------------------------------------------------------------------------------------------ sorting / searching
 
 SEARCH = Family(
-    "search", "sorting", 2, ("find_position", "search_sorted", "locate"), (("xs", "sorted_list"), ("target", "x")),
+    "search", "sorting", 2, ("find_position", "search_sorted", "locate", "bsearch", "index_of", "find_index"),
+    (("xs", "sorted_list", "arr", "nums"), ("target", "x", "key", "value")),
     params=lambda r: {"miss": r.choice(["-1", "insertion point"])},
     describe=lambda p: ("{a} is sorted in increasing order with distinct items. Using binary search, return the index "
                         "of {b} in {a}; if it is absent, return " + (
@@ -585,7 +609,8 @@ SEARCH = Family(
 )
 
 SORT_BY = Family(
-    "sort_by", "sorting", 2, ("order_words", "sort_words", "arrange"), (("words", "items"),),
+    "sort_by", "sorting", 2, ("order_words", "sort_words", "arrange", "sort_strings", "ranked", "order_by"),
+    (("words", "items", "names", "strings", "seq"),),
     params=lambda r: {"key": r.choice(["length", "last letter", "vowel count"]), "desc": r.choice([False, True])},
     describe=lambda p: (f"Return the strings of {{a}} sorted by {p['key']}, " + ("largest" if p["desc"] else "smallest")
                         + " first; strings with equal " + p["key"] + " are in alphabetical order."),
@@ -598,7 +623,8 @@ SORT_BY = Family(
 )
 
 KTH = Family(
-    "kth", "sorting", 2, ("kth_value", "order_statistic", "pick_kth"), (("nums", "values"),),
+    "kth", "sorting", 2, ("kth_value", "order_statistic", "pick_kth", "kth_distinct", "nth_value", "select_kth"),
+    (("nums", "values", "xs", "data", "items"),),
     params=lambda r: {"k": r.randint(1, 4), "largest": r.choice([False, True])},
     describe=lambda p: (f"Return the {p['k']}{['st', 'nd', 'rd', 'th'][p['k'] - 1]} "
                         f"{'largest' if p['largest'] else 'smallest'} distinct value of {{a}}, or None if it has fewer "
@@ -610,7 +636,8 @@ KTH = Family(
 )
 
 MERGE = Family(
-    "merge", "sorting", 2, ("merge", "merge_sorted", "combine_sorted"), (("xs", "left"), ("ys", "right")),
+    "merge", "sorting", 2, ("merge", "merge_sorted", "combine_sorted", "merge_lists", "join_sorted", "sorted_merge"),
+    (("xs", "left", "a", "first"), ("ys", "right", "b", "second")),
     params=lambda r: {"dedupe": r.choice([False, True])},
     describe=lambda p: ("{a} and {b} are sorted lists. Merge them into one sorted list with a two-pointer walk "
                         "(do not call sort)" + ("; keep only one copy of each value." if p["dedupe"] else ".")),
@@ -647,25 +674,25 @@ def _stack_oracle(p: dict, init: tuple, ops: list) -> list:
             items.append(args[0])
             out.append(None)
         elif name == "pop":
-            out.append((items.pop() if p["lifo"] else items.pop(0)) if items else None)
+            out.append((items.pop() if p["lifo"] else items.pop(0)) if items else p["empty"])
         elif name == "peek":
-            out.append((items[-1] if p["lifo"] else items[0]) if items else None)
+            out.append((items[-1] if p["lifo"] else items[0]) if items else p["empty"])
         else:
             out.append(len(items))
     return out
 
 
 STACK = Family(
-    "container", "classes", 3, ("Stack", "Store", "Buffer"), (),
-    params=lambda r: {"lifo": r.choice([True, False])},
+    "container", "classes", 3, ("Stack", "Store", "Buffer", "Box", "Pile", "Holder"), (),
+    params=lambda r: {"lifo": r.choice([True, False]), "empty": r.choice([None, -1, 0])},
     describe=lambda p: ("A " + ("last-in first-out stack" if p["lifo"] else "first-in first-out queue") +
                         ". push(x) adds x and returns None; pop() removes and returns the " +
-                        ("newest" if p["lifo"] else "oldest") + " item (None when empty); peek() returns it without "
-                        "removing it (None when empty); size() returns the number of items."),
+                        ("newest" if p["lifo"] else "oldest") + f" item ({p['empty']!r} when empty); peek() returns "
+                        f"it without removing it ({p['empty']!r} when empty); size() returns the number of items."),
     body=lambda p: ("    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n        self.items.append(x)\n\n"
-                    "    def pop(self):\n        if not self.items:\n            return None\n" +
+                    f"    def pop(self):\n        if not self.items:\n            return {p['empty']!r}\n" +
                     ("        return self.items.pop()\n\n" if p["lifo"] else "        return self.items.pop(0)\n\n") +
-                    "    def peek(self):\n        if not self.items:\n            return None\n" +
+                    f"    def peek(self):\n        if not self.items:\n            return {p['empty']!r}\n" +
                     ("        return self.items[-1]\n\n" if p["lifo"] else "        return self.items[0]\n\n") +
                     "    def size(self):\n        return len(self.items)\n"),
     oracle=_stack_oracle, inputs=_stack_ops, kind="class",
@@ -684,8 +711,8 @@ def _account_oracle(p: dict, init: tuple, ops: list) -> list:
             bal += args[0]
             out.append(bal)
         elif name == "withdraw":
-            ok = bal - args[0] >= -p["overdraft"]
-            bal -= args[0] if ok else 0
+            ok = bal - args[0] - p["fee"] >= -p["overdraft"]
+            bal -= args[0] + p["fee"] if ok else 0
             out.append(ok)
         else:
             out.append(bal)
@@ -693,16 +720,16 @@ def _account_oracle(p: dict, init: tuple, ops: list) -> list:
 
 
 ACCOUNT = Family(
-    "account", "classes", 3, ("Account", "Wallet", "Ledger"), (),
-    params=lambda r: {"overdraft": r.choice([0, 10, 25, 50])},
+    "account", "classes", 3, ("Account", "Wallet", "Ledger", "Purse", "Bank", "Till"), (),
+    params=lambda r: {"overdraft": r.choice([0, 10, 25, 50]), "fee": r.choice([0, 1, 2])},
     describe=lambda p: ("A bank account created with a starting balance: Account(balance). deposit(amount) adds amount "
-                        "and returns the new balance; withdraw(amount) subtracts amount and returns True if the balance "
-                        f"stays at least -{p['overdraft']}, else changes nothing and returns False; balance() returns the "
-                        "balance."),
+                        "and returns the new balance; withdraw(amount) subtracts amount plus a fee of "
+                        f"{p['fee']} and returns True if the balance stays at least -{p['overdraft']}, else changes "
+                        "nothing and returns False; balance() returns the balance."),
     body=lambda p: ("    def __init__(self, balance):\n        self.money = balance\n\n"
                     "    def deposit(self, amount):\n        self.money += amount\n        return self.money\n\n"
-                    f"    def withdraw(self, amount):\n        if self.money - amount < -{p['overdraft']}:\n"
-                    "            return False\n        self.money -= amount\n        return True\n\n"
+                    f"    def withdraw(self, amount):\n        if self.money - amount - {p['fee']} < -{p['overdraft']}:\n"
+                    f"            return False\n        self.money -= amount + {p['fee']}\n        return True\n\n"
                     "    def balance(self):\n        return self.money\n"),
     oracle=_account_oracle, inputs=_account_ops, kind="class",
 )

@@ -51,7 +51,8 @@ def select_families(names: list[str] | tuple[str, ...] = (), levels: list[int] |
     chosen = [by_name[n] for n in names] if names else list(FAMILIES)
     chosen = [f for f in chosen if f.level in levels and f.kind in kinds]
     if not chosen:
-        raise DensecodeError(f"no codegen family has level in {list(levels)} among {list(names) or 'all families'}")
+        raise DensecodeError(f"tasks.families / tasks.levels: no codegen family of kind {' or '.join(kinds)} with "
+                             f"level in {list(levels)} among {list(names) or 'all families'}")
     return chosen
 
 
