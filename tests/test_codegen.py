@@ -79,26 +79,32 @@ def test_thousands_of_distinct_training_tasks_at_every_level():
 
 
 def test_canonical_answers_pass_on_300_test_tasks():
-    """The reference text and the families' oracles are independent: a wrong template or oracle fails here."""
-    tasks = generate_tasks("test", 300, seed=0)
-    results = _judge_canonical(tasks)
-    failed = [(t["task_id"], r.outcome, r.exc_type) for t, r in zip(tasks, results) if r.outcome != "passed"]
+    """Through the domain's scoring path (what `--canonical` evals use). The reference text and the families' oracles
+    are independent implementations: a wrong template or oracle fails here."""
+    domain = get_domain_class("codegen")()
+    tasks = domain.tasks("test", 300, seed=0)
+    records = domain.score(tasks, [domain.canonical_response(t) for t in tasks])
+    failed = [(t["task_id"], r["outcome"]) for t, r in zip(tasks, records) if r["outcome"] != "success"]
     assert failed == []
     assert {t["family"] for t in tasks} == {f.name for f in FAMILIES}
 
 
 @pytest.mark.slow
 def test_canonical_answers_pass_on_1000_train_tasks():
-    tasks = generate_tasks("train", 1000, seed=1)
-    results = _judge_canonical(tasks)
-    assert [(t["task_id"], r.outcome) for t, r in zip(tasks, results) if r.outcome != "passed"] == []
+    domain = get_domain_class("codegen")()
+    tasks = domain.tasks("train", 1000, seed=1)
+    records = domain.score(tasks, [domain.canonical_response(t) for t in tasks])
+    assert [(t["task_id"], r["outcome"]) for t, r in zip(tasks, records) if r["outcome"] != "success"] == []
 
 
-def test_a_wrong_body_fails_its_tests():
-    tasks = generate_tasks("test", 40, seed=2)
-    broken = [{**t, "reference": t["prompt"] + "    return None\n"} for t in tasks if t["family"] != "container"]
-    results = _judge_canonical(broken)
-    assert all(r.outcome != "passed" for r in results)
+def test_a_constant_body_fails_its_tests():
+    """Every task's tests see at least two different results, so no constant answer passes them all."""
+    tasks = generate_tasks("test", 100, seed=2)
+    assert all(len(set(t["tests"])) == len(t["tests"]) for t in tasks)
+    for const in ("None", "0", "[]", "''", "True"):
+        broken = [{**t, "reference": t["prompt"] + f"    return {const}\n"} for t in tasks
+                  if t["family"] not in ("container", "account")]
+        assert all(r.outcome != "passed" for r in _judge_canonical(broken)), const
 
 
 def test_domain_scores_canonical_and_wrong_answers():
@@ -179,7 +185,7 @@ def _char_sample(prompt: str, response: str, task: dict) -> Sample:
     """One token per character: the token index of a character is its position."""
     from densecode.rewards.sample import find_code_regions
 
-    regions, mode = find_code_regions(prompt, response, "auto")
+    regions, mode = find_code_regions(prompt, response, "completion")
     n = len(response)
     return Sample(prompt=prompt, response=response, token_ids=list(range(n)), token_spans=[(i, i + 1) for i in range(n)],
                   code_regions=regions, task={k: v for k, v in task.items() if k != "prompt"}, region_mode=mode)

@@ -42,7 +42,9 @@ def score_with_tests(tasks: list[dict], responses: list[str], sandbox: Any = Non
     from densecode.domains.code import text_sample
     from densecode.rewards.unit_tests import TestsComponent
 
-    samples = [text_sample(t["prompt"], r, t) for t, r in zip(tasks, responses)]
+    # Completion mode: every codegen prompt (a signature + docstring, or MBPP's docstring) is code the response
+    # continues; "auto" would guess from the response's first line and miss e.g. `lo, hi = 0, len(xs)`.
+    samples = [text_sample(t["prompt"], r, t, code_regions="completion") for t, r in zip(tasks, responses)]
     records = []
     for task, out in zip(tasks, TestsComponent(sandbox=sandbox)(samples)):
         info = out.info

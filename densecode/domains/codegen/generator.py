@@ -23,6 +23,7 @@ SPLITS = ("train", "validation", "test")
 # Shares of the hash space: [0, 80) train, [80, 90) validation, [90, 100) test.
 _SPLIT_BOUNDS = (("train", 80), ("validation", 90), ("test", 100))
 MAX_DRAWS_PER_TASK = 200  # a split with no function left among the allowed families ends the search
+MAX_INPUT_DRAWS = 20  # tries for test inputs with at least two different expected values
 
 
 def split_of(key: str) -> str:
@@ -146,6 +147,11 @@ def generate_tasks(split: str, n: int, seed: int, families: list[Family] | None 
         spec = draw_spec(rng, fams)
         if split_of(spec.key) != split:
             continue
-        inputs = draw_inputs(rng, spec, n_tests + 1)
+        for _ in range(MAX_INPUT_DRAWS):
+            # Tests that all expect one value would pass a constant answer: draw again (deterministically).
+            inputs = draw_inputs(rng, spec, n_tests + 1)
+            tested = inputs[1:] if spec.family.kind == "function" and len(inputs) > 1 else inputs
+            if len({repr(expected(spec, args)) for args in tested}) > 1:
+                break
         out.append(task_of(spec, inputs, split))
     return out

@@ -75,7 +75,7 @@ def check_canonical(tasks: list[dict], pool=None) -> list[tuple[dict, str | None
     from densecode.rewards.unit_tests import TestsComponent
 
     comp = TestsComponent(sandbox=pool)
-    samples = [text_sample(t["prompt"], t["canonical"], t) for t in tasks]
+    samples = [text_sample(t["prompt"], t["canonical"], t, code_regions="completion") for t in tasks]
     out = []
     for t, o in zip(tasks, comp(samples) if samples else []):
         if o.info.get("all_passed"):
