@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.resources
 import types
 import typing
 from dataclasses import dataclass, field
@@ -24,7 +25,9 @@ import yaml
 
 from densecode.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The default configs ship inside the package as data (in a checkout, densecode/configs is a link to the
+# top-level configs/, the one copy), so `--config robotics` resolves in any install, from any folder.
+CONFIG_DIR = Path(str(importlib.resources.files("densecode") / "configs"))
 
 
 @dataclass
@@ -81,7 +84,7 @@ class RewardConfig:
 @dataclass
 class AlgoConfig:
     name: str = "ppo"  # ppo | grpo
-    # PPO (reference settings from method.md §1)
+    # PPO (the dense-reward paper's reference settings; docs/training.md)
     gamma: float = 1.0
     lam: float = 0.95
     ppo_epochs: int = 4
@@ -301,9 +304,10 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """A path as given, or a bare name found in the project's `configs/` (e.g. 'robotics')."""
+    """A YAML file as given, else a default config shipped with the package by name ('robotics' or
+    'robotics.yaml'); a name found nowhere comes back unchanged for the caller's "not found" error."""
     path = Path(name)
-    if path.exists():
+    if path.is_file():
         return path
     for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
         if candidate.is_file():

@@ -4,7 +4,7 @@ Rows: MBPP fields (`text`, `code`, `test_list`, `test_setup_code`) or any rows w
 assert strings; optional `setup`, `reference`, `entry_point`). An MBPP file trains on MBPP's train split (task ids
 601-974) and evaluates on its validation split (511-600) unless `mbpp_splits: false`; otherwise, without `eval_path`,
 the last `eval_fraction` of the rows (in file order) is held out.
-Reward recipe (method.md §1): lint 0.1, syntax 0.1, dfg 0.1, tests 0.7, kl 0.1.
+Reward recipe (the dense-reward paper's reference weights; docs/rewards.md): lint 0.1, syntax 0.1, dfg 0.1, tests 0.7, kl 0.1.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class CodeDomain(Domain):
     description = "functions from a prompt, judged by unit tests in the sandbox (MBPP-style jsonl)"
     Options = CodeOptions
     default_weights: ClassVar[dict[str, float]] = {"lint": 0.1, "syntax": 0.1, "dfg": 0.1, "tests": 0.7, "kl": 0.1}
-    stop = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
+    stop: ClassVar[list[str]] = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
     headline_metric = "pass_rate"
     sampled_metric_names = ("pass_rate",)
 

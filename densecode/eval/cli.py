@@ -50,7 +50,8 @@ def configure(parser) -> None:
     parser.add_argument("--model", default="densecode-tiny",
                         help="model dir, hub id, densecode-tiny, or a densecode train run/checkpoint dir")
     parser.add_argument("--data", default=None,
-                        help="benchmark file (mbpp/mbppplus .jsonl) or RoboEval tasks dir; default: the dataset hub")
+                        help="benchmark file (mbpp/mbppplus .jsonl), or your CodeBotler checkout for roboeval (its "
+                             "root, benchmark/ or benchmark/tasks); default: the dataset hub")
     parser.add_argument("--split", default="test", choices=mbpp_mod.SPLIT_CHOICES,
                         help="MBPP task-id split (test = 11-510) or robotics split (test/validation/train)")
     parser.add_argument("--n", type=int, default=1, help="samples per task (pass@k for k <= n)")
@@ -58,8 +59,17 @@ def configure(parser) -> None:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--max-new-tokens", type=int, default=512)
     parser.add_argument("--few-shot", type=int, default=0, help="examples before the problem (mbpp/mbppplus)")
-    parser.add_argument("--prompt-style", default="auto", choices=("auto", "chat", "completion"),
-                        help="auto: chat template when the tokenizer has one, else plain completion")
+    parser.add_argument("--prompt-style", default="auto", choices=("auto", "chat", "completion", "codebotler", "instruction"),
+                        help="mbpp: auto = chat template when the tokenizer has one, else plain completion; "
+                             "roboeval: codebotler (the checkout's code_generation/prompt_prefix.py + '# <task>') "
+                             "or instruction (densecode's '# Instruction:' format); auto = codebotler when the "
+                             "prompt file is found")
+    parser.add_argument("--roboeval-semantics", default="codebotler", choices=("codebotler", "fixed"),
+                        help="roboeval: judge exactly as CodeBotler's evaluator (default; the published numbers), "
+                             "or with its accidents fixed (docs/roboeval.md)")
+    parser.add_argument("--roboeval-subset", default=None, metavar="FOLDER",
+                        help="roboeval: evaluate the task files of this subfolder of benchmark/tasks "
+                             "(e.g. open_world_knowledge) instead of the top-level ones")
     parser.add_argument("--grammar", default="off", choices=("off", "check", "constrain"),
                         help="SynCode processor during generation")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
@@ -326,7 +336,9 @@ def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
 def evaluate_robotics(args, out: dict) -> dict:
     """densecode's held-out robotics split, judged on every world of each task."""
     import densecode_robosim as robosim
-    from densecode_robosim.roboeval import table_class
+    from densecode.eval.roboeval import table_class
+    from densecode.simulators.robosim import evaluate as evaluate_programs
+    from densecode.simulators.robosim import summarize
 
     if args.split not in ("test", "validation", "train"):
         raise DensecodeError(f"--split {args.split}: the robotics suite has test, validation and train splits")
@@ -344,7 +356,7 @@ def evaluate_robotics(args, out: dict) -> dict:
     flat_programs = [robosim.tasks.program_from_body(b) for bs in bodies for b in bs]
     flat_tasks = [t for t, bs in zip(tasks, bodies) for _ in bs]
     start = time.perf_counter()
-    outcomes = robosim.evaluate(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
+    outcomes = evaluate_programs(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
     out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
     tasks_out, k = [], 0
     for task, bs in zip(tasks, bodies):
@@ -354,7 +366,8 @@ def evaluate_robotics(args, out: dict) -> dict:
             k += 1
             samples.append({"completion": body, "program": robosim.tasks.program_from_body(body),
                             "verdict": "pass" if o.success else "fail", "outcome": o.outcome,
-                            "error": _robo_error(o.error), "table_class": table_class(o.outcome)})
+                            "error": _robo_error(o.error),
+                            "table_class": table_class(o.outcome, timeout_class="task_failure")})
         n_correct = sum(s["verdict"] == "pass" for s in samples)
         tasks_out.append({"task_id": task.task_id, "family": task.family, "prompt": task.prompt,
                           "completion": samples[0]["completion"], "verdict": samples[0]["verdict"],
@@ -362,7 +375,7 @@ def evaluate_robotics(args, out: dict) -> dict:
                           "n_correct": n_correct, "pass@1": pass_at_k(len(samples), n_correct, 1),
                           "samples": samples})
     all_samples = [s for t in tasks_out for s in t["samples"]]
-    summary = robosim.summarize(outcomes)
+    summary = summarize(outcomes)
     out["tasks"] = tasks_out
     from densecode.eval.passk import ks_for
 
@@ -393,22 +406,28 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
     """The user's RoboEval copy: 80 prompts, per-prompt pass@1 and the paper's error breakdown."""
     if args.data is None:
         raise DensecodeError(
-            "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with the "
-            "benchmark/tasks directory of your own RoboEval (CodeBotler) checkout"
+            "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with your own "
+            "CodeBotler checkout (its root, benchmark/ or benchmark/tasks)"
         )
-    from densecode_robosim.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
-
-    tasks = load_roboeval(args.data)
-    entries = roboeval_prompts(tasks)
-    if args.limit is not None:
-        entries = entries[: args.limit]
     if args.canonical:
         raise DensecodeError("--canonical: RoboEval ships no reference programs; evaluate a model instead")
+    from densecode.eval.roboeval import evaluate_roboeval, load_roboeval, resolve_style, roboeval_prompts
+
+    suite = load_roboeval(args.data, semantics=args.roboeval_semantics, subset=args.roboeval_subset)
+    style, prefix = resolve_style(args.prompt_style, suite.prompt_prefix_path, args.data)
+    entries = roboeval_prompts(suite, style, prefix)
+    if args.limit is not None:
+        entries = entries[: args.limit]
     bodies = _robo_bodies(args, [e["prompt"] for e in entries], out)
     timeout = args.timeout or 1.0
-    out["settings"].update(tasks=len({e["task"] for e in entries}), prompts=len(entries), timeout_s=timeout)
+    out["settings"].update(tasks=len({e["task"] for e in entries}), prompts=len(entries), timeout_s=timeout,
+                           roboeval_semantics=suite.semantics, prompt_style=style,
+                           prompt_file=str(suite.prompt_prefix_path) if style == "codebotler" else None,
+                           tasks_dir=str(suite.tasks_dir), subset=args.roboeval_subset,
+                           skipped_files=[f"{path}: {why}" for path, why in suite.skipped])
     start = time.perf_counter()
-    report = evaluate_roboeval(tasks, {e["key"]: bs for e, bs in zip(entries, bodies)}, timeout_s=timeout)
+    report = evaluate_roboeval(suite, {e["key"]: bs for e, bs in zip(entries, bodies)}, timeout_s=timeout,
+                               progress=True)
     out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
     by_key = {p["key"]: p for p in report["per_prompt"]}
     tasks_out = []
@@ -453,6 +472,13 @@ def _validate(args) -> None:
     if args.n > 1 and args.temperature == 0:
         log.warning("--n %d with --temperature 0: greedy samples are identical, so pass@k = pass@1; "
                     "use e.g. --temperature 0.8 for pass@k", args.n)
+    if args.prompt_style in ("codebotler", "instruction") and args.benchmark != "roboeval":
+        raise DensecodeError(f"--prompt-style {args.prompt_style} is a RoboEval prompt protocol; "
+                             f"for --benchmark {args.benchmark} use auto, chat or completion")
+    if args.prompt_style in ("chat", "completion") and args.benchmark == "roboeval":
+        raise DensecodeError(f"--prompt-style {args.prompt_style}: RoboEval prompts are codebotler or instruction")
+    if args.roboeval_subset and args.benchmark != "roboeval":
+        raise DensecodeError("--roboeval-subset applies to --benchmark roboeval only")
     if args.benchmark in ("mbpp", "mbppplus") and args.data is not None and not Path(args.data).exists():
         raise DensecodeError(f"--data {args.data}: no such file (pass the {args.benchmark} .jsonl file)")
 
@@ -492,5 +518,9 @@ def run(args) -> int:
         print(f"{key:>32}: {value}")
     if results.get("breakdown"):
         print("  breakdown: " + ", ".join(f"{k} {v}" for k, v in results["breakdown"].items()))
+    settings = results.get("settings") or {}
+    if settings.get("roboeval_semantics"):
+        print(f"  RoboEval judged with {settings['roboeval_semantics']} semantics; prompts: {settings['prompt_style']}"
+              + (f" ({settings['prompt_file']})" if settings.get("prompt_file") else ""))
     print(f"wrote {paths['results']}, {paths['report']}, {paths['chart']}")
     return 0

@@ -2,7 +2,7 @@
 
     total_t = sum_c weight_c * values_c[t]        (weights >= 0; kl returns -KL)
 
-Reference weights (method.md §1) come from `default_weights(domain)`; the config's
+Reference weights (the dense-reward paper's; docs/rewards.md) come from `default_weights(domain)`; the config's
 `reward.weights` is merged over them (set a weight to 0 to switch a component off).
 Only components with a non-zero weight are computed.
 
@@ -33,7 +33,7 @@ from densecode.rewards.base import (
 )
 from densecode.rewards.sample import Sample
 
-# The reference recipes (method.md §1), by name; a Domain object carries its own recipe instead.
+# The reference recipes (the dense-reward paper's reference weights; docs/rewards.md), by name; a Domain object carries its own recipe instead.
 _DEFAULT_WEIGHTS = {
     "code": {"lint": 0.1, "syntax": 0.1, "dfg": 0.1, "tests": 0.7, "kl": 0.1},
     "robotics": {"lint": 0.1, "syntax": 0.1, "sim": 0.8, "kl": 0.9},
