@@ -1,7 +1,7 @@
 """Reward-explorer pages (and PNG screenshots) for the codegen and codeio domains on hand-made responses.
 
     python benchmarks/code_tasks_explain.py --domain codegen --out-dir runs/explain-codegen
-    python benchmarks/code_tasks_explain.py --domain codeio --out-dir runs/explain-codeio --png benchmarks/figures/codeio_explain.png
+    python benchmarks/code_tasks_explain.py --domain codeio --png benchmarks/figures/codeio_explain.png
 
 Picks generated test tasks, writes for them the canonical answer and hand-made faulty ones (codegen: a line that
 raises, a syntax error, an off-by-one; codeio: a wrong item, an unfinished literal, a tuple for a list), tokenizes

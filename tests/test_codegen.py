@@ -56,8 +56,9 @@ def test_splits_are_disjoint_and_fixed_by_the_function_hash():
 
 
 def test_every_family_has_functions_in_every_split():
-    from densecode.domains.codegen.generator import draw_spec
     import random
+
+    from densecode.domains.codegen.generator import draw_spec
 
     for fam in FAMILIES:
         rng = random.Random(0)
@@ -187,8 +188,9 @@ def _char_sample(prompt: str, response: str, task: dict) -> Sample:
 
     regions, mode = find_code_regions(prompt, response, "completion")
     n = len(response)
-    return Sample(prompt=prompt, response=response, token_ids=list(range(n)), token_spans=[(i, i + 1) for i in range(n)],
-                  code_regions=regions, task={k: v for k, v in task.items() if k != "prompt"}, region_mode=mode)
+    return Sample(prompt=prompt, response=response, token_ids=list(range(n)),
+                  token_spans=[(i, i + 1) for i in range(n)], code_regions=regions,
+                  task={k: v for k, v in task.items() if k != "prompt"}, region_mode=mode)
 
 
 def test_token_rewards_land_on_the_offending_line_and_token():
@@ -208,8 +210,9 @@ def test_token_rewards_land_on_the_offending_line_and_token():
     assert tests[1][line2] < tests[1][raises.index("x = 1")]  # the raising line carries the exception penalty
     syntax = batch.raw["syntax"][2]
     assert syntax.min() < 0 and broken[int(np.argmin(syntax))] in "(+\n"  # the parser's complaint, not the indent
-    sparse = build_reward_fn(load_config(ROOT / "configs" / "codegen.yaml", ["reward.mode=sparse", "reward.weights.kl=0",
-                                                                               "reward.weights.dfg=0"]), domain)
+    sparse_cfg = load_config(ROOT / "configs" / "codegen.yaml",
+                             ["reward.mode=sparse", "reward.weights.kl=0", "reward.weights.dfg=0"])
+    sparse = build_reward_fn(sparse_cfg, domain)
     sb = sparse([_char_sample(task["prompt"], raises, task)])
     assert np.count_nonzero(sb.total[0][:-1]) == 0
     assert float(sb.total[0].sum()) == pytest.approx(float(batch.total[1].sum()), abs=1e-4)

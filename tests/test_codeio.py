@@ -14,7 +14,6 @@ import pytest
 
 from densecode.config import load_config
 from densecode.domains import build_domain, build_reward_fn, get_domain_class
-from densecode.domains.codegen.families import FAMILIES
 from densecode.domains.codegen.generator import select_families, split_of
 from densecode.domains.codeio.literal import departure, judge, parse_answer, values_equal
 from densecode.domains.codeio.reward import LiteralComponent

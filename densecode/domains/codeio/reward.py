@@ -66,8 +66,8 @@ class LiteralComponent(RewardComponent):
         if correct:
             values[answer_tokens] += unit
             values[answer_tokens[-1]] += self.correct_bonus
-            records.append(diag("literal", (lead, end), answer_tokens, "correct value", self.credit + self.correct_bonus,
-                                outcome=outcome))
+            records.append(diag("literal", (lead, end), answer_tokens, "correct value",
+                                self.credit + self.correct_bonus, outcome=outcome))
             return ComponentOutput(values, records, {"correct": 1.0, "prefix_fraction": 1.0})
         d = departure(answer, want, self.rel_tol, self.abs_tol)
         d = end if d is None else d  # a spelling literal_eval rejects but the matcher took: departs at its end
