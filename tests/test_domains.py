@@ -140,7 +140,7 @@ def test_missing_eos_penalty_is_a_component_on_the_last_token():
     cut, done = sample(3, True), sample(3, False)
     batch = asm([cut, done])
     assert batch.total[0].tolist() == [0.0, 0.0, -0.5] and batch.total[1].tolist() == [0.0, 0.0, 0.0]
-    with pytest.raises(ConfigError, match="moved to reward.weights.missing_eos"):
+    with pytest.raises(ConfigError, match="renamed: use reward.weights.missing_eos"):
         load_config(None, ["generation.missing_eos_penalty=1"])
 
 
@@ -188,7 +188,7 @@ def _sources(*roots: str) -> dict[str, Path]:
 
 
 def test_rl_imports_no_domain_eval_or_cli():
-    banned = ("densecode.domains", "densecode.eval", "densecode.cli", "densecode.train_cli", "densecode.simulators",
+    banned = ("densecode.domains", "densecode.eval", "densecode.cli", "densecode.cli.train", "densecode.simulators",
               "densecode_robosim", "densecode.embedded")
     bad = {name: sorted(i for i in _imports(path, top_level_only=False) if i.startswith(banned))
            for name, path in _sources("densecode/rl").items()}

@@ -166,12 +166,17 @@ def test_rule5_a_program_may_catch_a_robot_error(tmp_path):
 def test_rule6_prints_end_the_trace_read_from_stdout(tmp_path):
     task = task_file("Printer", ROOMS + '.addRobotLocation("start_loc")', 't.Exists(GoTo("lobby")) and t.Exists(Say("hi"))')
     programs = {"print_between": 'go_to("lobby")\nprint("debug")\nsay("hi")',
+                "exit_0": 'go_to("lobby")\nsay("hi")\nexit()\nsay("never")',
+                "exit_1": 'go_to("lobby")\nsay("hi")\nsys.exit(1)',
                 "print_after": 'go_to("lobby")\nsay("hi")\nprint("done")',
                 "newline_in_say": 'go_to("lobby")\nsay("two\\nlines")\nsay("hi")'}
+    # (a run that ends with exit status 0 is a finished run; any other status is a Python error)
     assert judge(tmp_path, task, programs, "codebotler") == {
-        "print_between": "check_failure", "print_after": "success", "newline_in_say": "check_failure"}
+        "print_between": "check_failure", "exit_0": "success", "exit_1": "python_error", "print_after": "success",
+        "newline_in_say": "check_failure"}
     assert judge(tmp_path, task, programs, "fixed") == {
-        "print_between": "success", "print_after": "success", "newline_in_say": "success"}
+        "print_between": "success", "exit_0": "success", "exit_1": "python_error", "print_after": "success",
+        "newline_in_say": "success"}
 
 
 def test_trace_parser_reads_stdout_as_codebotler():
@@ -207,11 +212,13 @@ def test_rule8_double_quoted_literals_are_lowercased(tmp_path):
         "double": 'r = ask("", "Do you want it?", ["Yes", "No"])\nif r == "Yes":\n    say("great")',
         "mixed": "r = ask('', 'Do you want it?', ['Yes', 'No'])\nif r == \"Yes\":\n    say(\"great\")",
         "returned": 'r = ask("", "Do you want it?", ["Yes", "No"])\nif r == \'yes\':\n    say("great")',
+        # an f-string's fields are inside the quotes too: `{Word}` becomes `{word}`, an undefined name
+        "fstring": 'Word = "great"\nsay(f"{Word}")',
     }
     assert judge(tmp_path, task, programs, "codebotler") == {
-        "double": "success", "mixed": "check_failure", "returned": "success"}
+        "double": "success", "mixed": "check_failure", "returned": "success", "fstring": "python_error"}
     assert judge(tmp_path, task, programs, "fixed") == {
-        "double": "success", "mixed": "success", "returned": "check_failure"}
+        "double": "success", "mixed": "success", "returned": "check_failure", "fstring": "success"}
 
 
 # ------------------------------------------------------------------ rule 9: API names are rewritten textually
@@ -243,11 +250,13 @@ def test_pick_place_and_rooms_list_follow_codebotler(tmp_path):
                                 'go_to("kitchen")\npick("apple")\nplace("apple")',
         # the list get_all_rooms() returns is the simulator's: removing a room makes it unreachable
         "rooms_alias": 'rooms = get_all_rooms()\nrooms.remove("kitchen")\ngo_to("kitchen")',
+        # ... and placing in a room no longer listed fails (CodeBotler's addObject checks the list)
+        "place_unlisted": 'go_to("kitchen")\npick("apple")\nget_all_rooms().remove("kitchen")\nplace("apple")',
     }
     for semantics in BOTH:
         assert judge(tmp_path, task, programs, semantics) == {
             "ok": "success", "place_other_case": "robot_error", "failed_pick_untraced": "success",
-            "rooms_alias": "robot_error"}
+            "rooms_alias": "robot_error", "place_unlisted": "robot_error"}
 
 
 # ------------------------------------------------------------------ files and paths
@@ -365,7 +374,7 @@ def test_cli_flags_semantics_prompt_style_subset(checkout, tmp_path, monkeypatch
     import json
 
     from densecode.cli import main
-    from densecode.eval import cli
+    from densecode.cli import eval as cli
 
     seen = {}
 
@@ -391,3 +400,120 @@ def test_cli_flags_semantics_prompt_style_subset(checkout, tmp_path, monkeypatch
     assert main([*base[:-2], "--roboeval-subset", "open_world_knowledge", "--out", str(tmp_path / "sub")]) == 0
     assert json.loads((tmp_path / "sub" / "results.json").read_text())["settings"]["tasks"] == 1
     assert main([*base, "--prompt-style", "chat", "--out", str(tmp_path / "bad")]) == 2
+
+
+# ------------------------------------------------------------------ cross-check: sandboxed robot vs an in-process one
+
+
+class _InProcessRobot:
+    """CodeBotler's flow in one object, in-process (trusted test programs only): State + Robot, printing the
+    trace, no bridge. The sandboxed robot + trusted world split must give the same stdout trace."""
+
+    def __init__(self, state, out):
+        import copy
+
+        self.s, self.out, self.holding = copy.deepcopy(state), out, None
+
+    def _m(self, pattern, value):
+        return bool(re.search(pattern, str(value), re.IGNORECASE))
+
+    def _p(self, *fields):
+        print(" /$@!/ ".join(str(f) for f in fields), file=self.out)
+
+    def get_current_location(self):
+        return self.s.robot_location
+
+    def get_all_rooms(self):
+        return self.s.locations
+
+    def is_in_room(self, entity):
+        self._p("CheckEntity", entity, None)
+        here = self.s.robot_location
+        return any(self._m(o, entity) for o in self.s.objects.get(here, [])) or any(
+            self._m(n, entity) for n, _ in self.s.agents.get(here, []))
+
+    def go_to(self, location):
+        self._p("GoTo", location, None)
+        for loc in self.s.locations:
+            if self._m(loc, location):
+                self.s.robot_location = loc
+                return
+        raise Exception("RobotGoToError: update_robot_location failed")
+
+    def ask(self, person, question, options):
+        self._p("Ask", question, options)
+        for name, answers in self.s.agents.get(self.s.robot_location, []):
+            if self._m(name, person):
+                ans = answers.pop(0) if len(answers) > 1 else answers[0]
+                for o in options:
+                    if self._m(ans, o):
+                        return o
+                word = "yes" if self._m(ans, question) else "no"
+                for o in options:
+                    if self._m(word, o):
+                        return o
+        raise Exception("RobotAskError: ask_agent failed")
+
+    def say(self, message):
+        self._p("Say", message, None)
+
+    def pick(self, obj):
+        if self.holding is not None:
+            raise Exception("RobotPickError: holding")
+        objs = self.s.objects.get(self.s.robot_location) or []
+        for o in objs:
+            if self._m(o, obj):
+                objs.remove(o)
+                self.holding = obj
+                self._p("Pick", obj, None)
+                return
+        raise Exception("RobotPickError: removeObject failed")
+
+    def place(self, obj):
+        if self.holding != obj:
+            raise Exception("RobotPlaceError: not holding")
+        self.holding = None
+        self.s.objects.setdefault(self.s.robot_location, []).append(obj)
+        self._p("Place", obj, None)
+
+
+def in_process_verdicts(task, program: str) -> list[str]:
+    import io
+
+    out = []
+    for test in task.tests:
+        buffer = io.StringIO()
+        robot = _InProcessRobot(test["state"], buffer)
+        try:
+            exec(compile(rewrite_codebotler(program), "<p>", "exec"), {"robot": robot, "print": lambda *a, **k: print(
+                *a, file=buffer)})  # noqa: S102 - our own test programs
+        except Exception as exc:  # noqa: BLE001
+            out.append("robot_error" if "Robot" in str(exc) else "python_error")
+            continue
+        elements = trace_from_stdout(buffer.getvalue())
+        out.append("success" if test["test"](elements) is True else "check_failure")
+    return out
+
+
+def test_sandboxed_codebotler_mode_agrees_with_an_in_process_run(checkout):
+    suite = load_roboeval(checkout)
+    tea = next(t for t in suite.tasks if t.name == "TeaRound")
+    bodies = [
+        'start = get_current_location()\ngo_to("library")\nr = ask("Mina", "Green or black tea?", ["Green", "Black"])\n'
+        'go_to(start)\nsay("Mina wants " + r + " tea")',
+        'for room in get_all_rooms():\n    go_to(room)\n    if is_in_room("person"):\n'
+        '        r = ask("", "Tea?", ["green tea", "black tea"])\n        go_to("start_loc")\n        say(r)\n        break',
+        'go_to("library")\nr = ask("x", "Which tea?", ["green tea", "black tea"])\nprint(r)\ngo_to("start_loc")\nsay(r)',
+        'go_to("garage")\ngo_to("library")\nsay(ask("", "tea?", ["Yes", "No"]))',
+        'go_to("library")\nr = ask("", "Tea?", [\'Green tea\', \'Black tea\'])\ngo_to("start_loc")\nsay("She said " + r)',
+        'rooms = get_all_rooms()\nrooms.reverse()\nfor r in rooms:\n    go_to(r)\ngo_to("start_loc")\nsay("done")',
+        'go_to("library")\nchoice = ask("Mina", "Green tea or black tea? Do you know?", ["Unknown"])\nsay(choice)',
+        'go_to("the LIBRARY")\nx = ask("", "Green or black?", ["GREEN", "BLACK"])\ngo_to("start_loc")\nsay(x.lower())',
+        'go_to("library")\npick("tea")',
+    ]
+    programs = [H + textwrap.indent(b, "    ") + "\n" for b in bodies]
+    report = evaluate_roboeval(suite, {"TeaRound/0": programs}, semantics="codebotler")
+    got = [s["states"] for s in report["per_prompt"][0]["samples"]]
+    want = [in_process_verdicts(tea, p) for p in programs]
+    assert got == want
+    assert {v for states in want for v in states} >= {"success", "check_failure", "robot_error"}

@@ -117,6 +117,17 @@ def test_robotics_eval_adds_a_reproducible_sampled_pass(tiny_model_dir, monkeypa
 GOLDEN = os.path.join(os.path.dirname(__file__), "data", "robosim_feedback_golden.json")
 
 
+def limits_merged(penalties: list) -> dict:
+    """{(line, reason): summed value}, with a runaway loop's two stop reasons as one: whether the 1 s limit or
+    the 200-call budget stops it first depends on the machine's load, not on the code under test."""
+    out: dict = {}
+    for line, value, reason in penalties:
+        reason = reason.replace("ran past its time limit", "ran past a limit").replace("made too many robot calls",
+                                                                                        "ran past a limit")
+        out[(line, reason)] = out.get((line, reason), 0.0) + value
+    return dict(sorted(out.items()))
+
+
 def test_feedback_unchanged_by_the_move_into_densecode_simulators():
     """Training metrics must not move: the same programs get the same SimFeedback as before the runner and
     backend moved out of the simulator package (values recorded from the old `densecode_robosim.RoboSimBackend`
@@ -137,9 +148,9 @@ def test_feedback_unchanged_by_the_move_into_densecode_simulators():
         want = data["feedback"][name]
         for i, (g, w) in enumerate(zip(got, want)):
             assert g["score"] == pytest.approx(w["score"], abs=1e-12), (name, i, programs[i])
-            assert [p[0] for p in g["line_penalties"]] == [p[0] for p in w["line_penalties"]], (name, i)
-            assert [p[1] for p in g["line_penalties"]] == pytest.approx([p[1] for p in w["line_penalties"]], abs=1e-12)
-            assert [p[2] for p in g["line_penalties"]] == [p[2] for p in w["line_penalties"]], (name, i)
+            g_pen, w_pen = limits_merged(g["line_penalties"]), limits_merged(w["line_penalties"])
+            assert list(g_pen) == list(w_pen), (name, i)
+            assert list(g_pen.values()) == pytest.approx(list(w_pen.values()), abs=1e-12), (name, i)
             assert g["info"] == w["info"], (name, i)
         assert len(got) == len(want)
     assert {w["info"]["robot_errors"] > 0 for w in data["feedback"]["concrete"]} == {True, False}  # varied cases

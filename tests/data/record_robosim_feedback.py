@@ -6,7 +6,6 @@ Run once on the code from before the runner/backend moved into densecode.simulat
 tests/test_simulators_robosim.py checks that today's backend reproduces every value.
 """
 import json, sys
-from dataclasses import asdict
 from densecode_robosim import RoboSimBackend
 from densecode_robosim.tasks import generate_tasks
 

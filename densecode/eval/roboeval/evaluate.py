@@ -97,6 +97,8 @@ class RoboEvalJudge:
         out = RunResult(outcome="success", n_calls=result.n_calls, duration_s=result.duration_s,
                         sim_s=handler.sim_s if handler else 0.0, stdout=(result.stdout or "")[-2000:])
         kind = result.outcome
+        if kind == "python_error" and result.exc_type == "SystemExit" and (result.exc_message or "") in ("", "0", "None"):
+            kind = "ok"  # exit() / sys.exit(0): the process ends with status 0, which CodeBotler judges as a finished run
         if kind in ("python_error", "api_error", "memory", "output_limit", "sandbox_violation"):
             message = f"{result.exc_type or kind}: {result.exc_message or ''}"
             robot = kind == "api_error" or bool(ROBOT_ERROR_RE.search(message))

@@ -195,7 +195,7 @@ class Robot:
     def place(self, obj):
         if type(obj) is not str:
             raise TypeError("RobotPlaceError: obj must be a string")
-        _call("place", obj)
+        _call("place", obj, [room if type(room) is str else None for room in _locations])
         _trace_line("Place", obj)
 
 

@@ -163,17 +163,20 @@ class RoboEvalWorld:
         self.holding = obj
         self._record("Pick", obj)
 
-    def place(self, obj: str) -> None:
+    def place(self, obj: str, rooms: list) -> None:
+        """`rooms`: the program's view of get_all_rooms(); CodeBotler adds the object only to a listed room."""
         if self.holding != obj:
             raise RobotFailure(f"RobotPlaceError: Robot is not holding {obj}")
         self.holding = None
+        if self.robot_location not in rooms:
+            raise RobotFailure("RobotPlaceError: addObject failed")
         self.objects.setdefault(self.robot_location, []).append(obj)
         self._record("Place", obj)
 
 
 # the argument shapes the robot sends for each call (anything else comes from a program calling the bridge itself)
 CALL_SHAPES = {"init": (), "get_current_location": (), "is_in_room": (str,), "go_to": (str, list), "ask": (str, str, list),
-               "say": (str,), "pick": (str,), "place": (str,)}
+               "say": (str,), "pick": (str,), "place": (str, list)}
 
 
 class RoboEvalHandler:

@@ -21,7 +21,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from densecode.errors import DensecodeError
@@ -336,6 +336,7 @@ def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
 def evaluate_robotics(args, out: dict) -> dict:
     """densecode's held-out robotics split, judged on every world of each task."""
     import densecode_robosim as robosim
+
     from densecode.eval.roboeval import table_class
     from densecode.simulators.robosim import evaluate as evaluate_programs
     from densecode.simulators.robosim import summarize
@@ -411,7 +412,12 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
         )
     if args.canonical:
         raise DensecodeError("--canonical: RoboEval ships no reference programs; evaluate a model instead")
-    from densecode.eval.roboeval import evaluate_roboeval, load_roboeval, resolve_style, roboeval_prompts
+    from densecode.eval.roboeval import (
+        evaluate_roboeval,
+        load_roboeval,
+        resolve_style,
+        roboeval_prompts,
+    )
 
     suite = load_roboeval(args.data, semantics=args.roboeval_semantics, subset=args.roboeval_subset)
     style, prefix = resolve_style(args.prompt_style, suite.prompt_prefix_path, args.data)
@@ -489,7 +495,7 @@ def evaluate(args) -> dict:
     out = {
         "benchmark": args.benchmark,
         "model": args.model,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": "densecode eval " + " ".join(shlex.quote(a) for a in getattr(args, "argv", []) or []),
         "settings": {"data": args.data, "split": args.split, "n": args.n, "temperature": args.temperature,
                      "max_new_tokens": args.max_new_tokens, "few_shot": args.few_shot, "limit": args.limit,
