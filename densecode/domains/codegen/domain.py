@@ -1,7 +1,7 @@
 """The `codegen` domain: write a function (or a small class) from its description and signature; hidden asserts judge
 it in the sandbox. Tasks come from the generator (32 families, levels 1-3) or a real-data file (`tasks.path`).
 
-Reward recipe: the code domain's (method.md §1): lint 0.1, syntax 0.1, dfg 0.1, tests 0.7, kl 0.1 -- the existing
+Reward recipe: the code domain's reference weights: lint 0.1, syntax 0.1, dfg 0.1, tests 0.7, kl 0.1 -- the existing
 components, unchanged: `tests` puts the pass rate on every code token and the exception penalty on the line that
 raised; `syntax` the parser's penalty on the offending token; `lint` each finding on its tokens; `dfg` the data-flow
 match with the reference on the tokens of the matched/unmatched edges.
