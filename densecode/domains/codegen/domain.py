@@ -31,10 +31,9 @@ class CodegenOptions(DomainOptions):
     check_canonical: bool = True  # run each real task's canonical answer at load; a failing task is rejected
     strict: bool = False  # a rejected real task is an error, not a warning
     max_inputs: int = 16  # MBPP+ rows: test on the first N of base_input + plus_input (0 = all)
-    # Generator: which families (empty = all 32) and levels; tested calls per task (one more is the docstring example).
-    families: list[str] = field(default_factory=list)
-    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
-    n_tests: int = 4
+    families: list[str] = field(default_factory=list)  # generator: the families to draw from (empty = all 32)
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])  # generator: the levels to draw from (1 easy - 3 hard)
+    n_tests: int = 4  # generator: asserted calls per task (one more call is the docstring's example)
 
 
 def score_with_tests(tasks: list[dict], responses: list[str], sandbox: Any = None) -> list[dict]:

@@ -26,7 +26,7 @@ class CodeioOptions(DomainOptions):
     strict: bool = False  # a rejected real task is an error, not a warning
     max_calls: int = 3  # calls per real row (MBPP: its asserts; MBPP+: its base inputs)
     families: list[str] = field(default_factory=list)  # generator: codegen families (empty = all function families)
-    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])  # generator: the levels to draw from (1 easy - 3 hard)
 
 
 @register_domain
