@@ -221,3 +221,32 @@ def test_no_import_cycles_between_modules():
     # package back is the cycle that matters. Report every cycle that is not just "package -> its child".
     real = [c for c in cycles if not all(b.startswith(a + ".") or a.startswith(b + ".") for a, b in zip(c, c[1:]))]
     assert real == []
+
+
+# --------------------------------------------------------------------------- densecode eval on any domain
+
+
+def test_eval_any_domain_canonical_and_model(tiny_model_dir, tmp_path):
+    from densecode.cli import main
+
+    out = tmp_path / "wh"
+    assert main(["eval", "--config", str(ROOT / "configs" / "warehouse.yaml"), "--canonical", "--tasks", "6",
+                 "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["benchmark"] == "warehouse" and results["scores"]["success pass@1"] == 1.0
+    assert {"report.md", "chart.png"} <= {p.name for p in out.iterdir()}
+    # a model's answers on a toy domain: every response scored by the domain's own score()
+    out = tmp_path / "echo"
+    assert main(["eval", "--domain", "echo-toy", "--model", str(tiny_model_dir), "--tasks", "3", "--max-new-tokens",
+                 "4", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["tasks"]) == 3 and set(results["outcomes"]) <= {"success", "failure"}
+
+
+def test_eval_domain_errors_are_one_line(tmp_path, capsys):
+    from densecode.cli import main
+
+    assert main(["eval", "--domain", "echo-toy", "--canonical", "--tasks", "2", "--out", str(tmp_path)]) == 2
+    assert "have no canonical answer" in capsys.readouterr().err
+    assert main(["eval", "--model", "densecode-tiny"]) == 2
+    assert "name what to evaluate" in capsys.readouterr().err

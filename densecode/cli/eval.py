@@ -1,9 +1,10 @@
-"""`densecode eval`: score a model (or a `densecode train` run) on MBPP, MBPP+, RoboEval or robotics.
+"""`densecode eval`: score a model (or a `densecode train` run) on MBPP, MBPP+, RoboEval or any domain.
 
     densecode eval --benchmark mbppplus --model densecode-tiny --data ../shared/data/mbppplus/MbppPlus-v0.2.0.derived.jsonl --out runs/eval/tiny-mbppplus
     densecode eval --benchmark mbpp --canonical --split all --data ../shared/data/mbpp/mbpp.jsonl --out runs/eval/mbpp-canonical
     densecode eval --benchmark robotics --model runs/robotics --out runs/eval/robotics-ppo
     densecode eval --benchmark roboeval --data ~/CodeBotler/benchmark/tasks --model M --out runs/eval/roboeval
+    densecode eval --domain warehouse --config my_sim.yaml --canonical        # any domain, plug-ins included
 
 Writes results.json, report.md and chart.png into --out. `--model` takes a
 model directory, a hub id, `densecode-tiny`, or a `densecode train` run
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from densecode.config import add_config_arguments
 from densecode.errors import DensecodeError
 from densecode.eval import mbpp as mbpp_mod
 from densecode.eval.passk import mean_pass_at_k, pass_at_k
@@ -46,7 +48,12 @@ MBPPPLUS_MEMORY_MB = 4096
 
 
 def configure(parser) -> None:
-    parser.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    parser.add_argument("--benchmark", default=None, metavar="NAME",
+                        help=f"{', '.join(BENCHMARKS)}, or any registered domain's name (its held-out split)")
+    parser.add_argument("--domain", default=None,
+                        help="evaluate this domain's held-out tasks (a registered name, 'package.module:Class', or the "
+                             "domain of --config, e.g. a simulator plug-in); same as --benchmark NAME for a domain")
+    add_config_arguments(parser)
     parser.add_argument("--model", default="densecode-tiny",
                         help="model dir, hub id, densecode-tiny, or a densecode train run/checkpoint dir")
     parser.add_argument("--data", default=None,
@@ -72,6 +79,9 @@ def configure(parser) -> None:
                              "(e.g. open_world_knowledge) instead of the top-level ones")
     parser.add_argument("--grammar", default="off", choices=("off", "check", "constrain"),
                         help="SynCode processor during generation")
+    parser.add_argument("--grammar-code-prefix", default=None, choices=("auto", "prompt", "none"),
+                        help="code the grammar sees before the completion (generation.grammar_code_prefix; a domain "
+                             "eval reads it from the config)")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -188,7 +198,8 @@ def sample(args, model, tokenizer, prompts: list[str], stop: list[str]) -> tuple
     if fits:
         gens = generate(model, tokenizer, [prompts[i] for i in fits], n=args.n, max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature, top_p=args.top_p if args.temperature > 0 else 1.0,
-                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True)
+                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True,
+                        grammar_options={"code_prefix": getattr(args, "grammar_code_prefix", None) or "auto"})
     seconds = time.perf_counter() - start
     for k, i in enumerate(fits):
         out[i] = [Sample(g.completion, g.finish_reason, len(g.token_ids)) for g in gens[k * args.n:(k + 1) * args.n]]
@@ -457,10 +468,90 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ any domain
+
+
+def domain_config(args):
+    """The config a domain eval uses: --config, else the shipped <domain>.yaml if there is one, then --set."""
+    from densecode.config import load_config, resolve_config_path
+
+    name = args.domain or args.benchmark
+    path = args.config
+    overrides = list(getattr(args, "overrides", None) or [])
+    if path is None:
+        candidate = resolve_config_path(name)
+        path = candidate if Path(candidate).is_file() else None
+    if name is not None:
+        overrides.insert(0, f"domain={name}")
+    return load_config(path, overrides)
+
+
+def evaluate_domain(args, out: dict) -> dict:
+    """A domain's held-out split (its `tasks`), judged by its own `score` (sandbox, simulator, ...)."""
+    from densecode.domains import build_domain
+    from densecode.eval.passk import ks_for
+
+    cfg = domain_config(args)
+    if getattr(args, "grammar_code_prefix", None) is None:
+        args.grammar_code_prefix = cfg.generation.grammar_code_prefix
+    domain = build_domain(cfg)
+    domain.prepare()
+    split = args.split if args.split in ("test", "validation", "train") else domain.options.eval_split
+    n_tasks = args.tasks or args.limit or cfg.train.eval_tasks
+    tasks = domain.tasks(split, n_tasks, args.task_seed)
+    out["benchmark"] = domain.name
+    out["settings"].update(domain=domain.name, split=split, tasks=len(tasks), task_seed=args.task_seed)
+    if args.canonical:
+        answers = [domain.canonical_response(t) for t in tasks]
+        if any(a is None for a in answers):
+            raise DensecodeError(f"domain {domain.name!r}: {sum(a is None for a in answers)} of {len(tasks)} tasks "
+                                 "have no canonical answer (a `reference`), so --canonical cannot judge them")
+        responses = [[a] for a in answers]
+        out["model"] = "canonical answers"
+    else:
+        model, tokenizer, model_name = load_model(args)
+        out["model"] = model_name
+        stop = list(cfg.generation.stop or domain.stop)
+        samples, timing = sample(args, model, tokenizer, [t["prompt"] for t in tasks], stop)
+        out["timing"].update(timing)
+        responses = [[s.completion for s in ss] for ss in samples]
+    flat_tasks = [t for t, rs in zip(tasks, responses) for _ in rs]
+    start = time.perf_counter()
+    records = domain.score(flat_tasks, [r for rs in responses for r in rs])
+    out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
+    tasks_out, k = [], 0
+    for i, (task, rs) in enumerate(zip(tasks, responses)):
+        samples_out = []
+        for r in rs:
+            rec = records[k]
+            k += 1
+            samples_out.append({"completion": r, "verdict": "pass" if rec.get("outcome") == "success" else "fail",
+                                "outcome": rec.get("outcome"), "score": rec.get("score"),
+                                "error": rec.get("error") if isinstance(rec.get("error"), str) else None})
+        n_correct = sum(s["verdict"] == "pass" for s in samples_out)
+        tasks_out.append({"task_id": task.get("task_id", i), "prompt": task["prompt"],
+                          "completion": samples_out[0]["completion"], "verdict": samples_out[0]["verdict"],
+                          "outcome": samples_out[0]["outcome"], "error": samples_out[0]["error"],
+                          "n": len(samples_out), "n_correct": n_correct,
+                          "pass@1": pass_at_k(len(samples_out), n_correct, 1), "samples": samples_out})
+    out["tasks"] = tasks_out
+    counts = [t["n"] for t in tasks_out]
+    correct = [t["n_correct"] for t in tasks_out]
+    out["scores"] = {f"success pass@{k}": round(mean_pass_at_k(counts, correct, k), 4) for k in ks_for(args.n)}
+    out["scores"].update({key: round(v, 4) for key, v in domain.metrics(records).items()})
+    out["outcomes"] = _count(str(r.get("outcome")) for r in records)
+    return out
+
+
 # ------------------------------------------------------------------ command
 
 
 def _validate(args) -> None:
+    if args.benchmark is None and args.domain is None and args.config is None:
+        raise DensecodeError(f"name what to evaluate: --benchmark {{{','.join(BENCHMARKS)}}}, --domain NAME "
+                             "(any registered domain) or --config FILE (a domain's config, e.g. a simulator plug-in)")
+    if args.benchmark is not None and args.domain is not None and args.benchmark != args.domain:
+        raise DensecodeError("--benchmark and --domain name different things: pass one")
     if args.n < 1:
         raise DensecodeError(f"--n must be >= 1 (got {args.n})")
     if args.limit is not None and args.limit < 1:
@@ -505,10 +596,12 @@ def evaluate(args) -> dict:
     start = time.perf_counter()
     if args.benchmark in ("mbpp", "mbppplus"):
         evaluate_code(args, out)
-    elif args.benchmark == "robotics":
+    elif args.benchmark == "robotics" and args.domain is None and args.config is None:
         evaluate_robotics(args, out)
-    else:
+    elif args.benchmark == "roboeval":
         evaluate_roboeval_benchmark(args, out)
+    else:
+        evaluate_domain(args, out)
     out["timing"]["total_s"] = round(time.perf_counter() - start, 2)
     return out
 
@@ -516,7 +609,8 @@ def evaluate(args) -> dict:
 def run(args) -> int:
     if not getattr(args, "argv", None):
         args.argv = sys.argv[2:] if len(sys.argv) > 2 and sys.argv[1] == "eval" else []
-    out_dir = Path(args.out or f"runs/eval/{args.benchmark}")
+    _validate(args)
+    out_dir = Path(args.out or f"runs/eval/{args.benchmark or args.domain or Path(args.config).stem}")
     results = evaluate(args)
     paths = write_run(out_dir, results)
     print()
