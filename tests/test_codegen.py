@@ -237,3 +237,17 @@ def test_codegen_trains_two_steps_and_explains(tiny_model_dir, tmp_path):
     assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(page)]) == 0
     text = page.read_text(encoding="utf-8")
     assert all(name in text for name in ("tests", "syntax", "lint"))
+
+
+def test_eval_domain_canonical_and_model(tiny_model_dir, tmp_path):
+    """`densecode eval --domain codegen`: canonical answers score 100%; a model's run writes the usual files."""
+    from densecode.cli import main
+
+    out = tmp_path / "canonical"
+    assert main(["eval", "--domain", "codegen", "--canonical", "--tasks", "60", "--out", str(out)]) == 0
+    scores = json.loads((out / "results.json").read_text())["scores"]
+    assert scores["pass_rate"] == 1.0 and scores["n_tasks"] == 60.0
+    out = tmp_path / "model"
+    assert main(["eval", "--benchmark", "codegen", "--model", str(tiny_model_dir), "--tasks", "4",
+                 "--max-new-tokens", "8", "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} >= {"results.json", "report.md", "chart.png"}

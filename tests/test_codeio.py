@@ -313,3 +313,18 @@ def test_codeio_trains_two_steps_and_explains(tiny_model_dir, tmp_path):
     page = tmp_path / "explain.html"
     assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(page)]) == 0
     assert "literal" in page.read_text(encoding="utf-8")
+
+
+def test_eval_domain_canonical_and_model(tiny_model_dir, tmp_path):
+    """`densecode eval --domain codeio`: canonical answers score 100%; a model's run writes the usual files."""
+    from densecode.cli import main
+
+    out = tmp_path / "canonical"
+    assert main(["eval", "--domain", "codeio", "--canonical", "--tasks", "60", "--out", str(out)]) == 0
+    scores = json.loads((out / "results.json").read_text())["scores"]
+    assert scores["accuracy"] == 1.0 and scores["n_tasks"] == 60.0
+    out = tmp_path / "model"
+    assert main(["eval", "--benchmark", "codeio", "--model", str(tiny_model_dir), "--tasks", "4",
+                 "--max-new-tokens", "8", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["scores"]["n_tasks"] == 4.0 and (out / "chart.png").is_file()
