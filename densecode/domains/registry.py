@@ -25,6 +25,7 @@ _REGISTRY: dict[str, type] = {}
 BUILTIN: dict[str, str] = {
     "robotics": "densecode.domains.robotics:RoboticsDomain",
     "code": "densecode.domains.code:CodeDomain",
+    "testgen": "densecode.domains.testgen:TestgenDomain",
 }
 PLUGIN_DOMAIN = "densecode.domains.plugin:PluginDomain"
 

@@ -1,0 +1,188 @@
+"""Judge testgen responses in the sandbox: which asserts hold on the reference, the coverage they reach, the mutants
+they kill, and each holding assert's marginal share of both (what the token reward puts on its line).
+
+One sandbox program per response (the harness, `harness.py`, with the reference, its mutants and the checked
+asserts), run as a StdioJob; its single result line carries a per-job random nonce. Verdicts are computed here from
+that plain data: coverage with coverage.py's static analysis (`analysis.py`), kills against the mutants that are not
+equivalent on the task's sample inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from densecode.domains.testgen.analysis import Coverage, code_shape, coverage_numbers
+from densecode.domains.testgen.asserts import ParsedAssert, parse_asserts
+from densecode.domains.testgen.mutants import make_mutants
+
+HARNESS_SOURCE = (Path(__file__).parent / "harness.py").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    max_asserts: int = 12  # asserts after this many get nothing (a response is a test file, not a fuzzer)
+    max_mutants: int = 10
+    step_budget: int = 20000  # line events per call (reference or mutant) before it counts as raising
+    total_budget: int = 600000  # line events per response; mutant runs past it are skipped (kills not counted)
+    timeout_s: float = 10.0
+
+
+@dataclass
+class AssertVerdict:
+    source: str
+    span: tuple[int, int]
+    status: str  # holds | fails | rejected | not_assert | over_limit | unjudged
+    message: str = ""
+    coverage_gain: float = 0.0  # share of the coverable units this assert covered first
+    kill_gain: float = 0.0  # share of the live mutants this assert killed first
+
+
+@dataclass
+class TestgenReport:
+    __test__ = False  # not a pytest class
+
+    asserts: list[AssertVerdict] = field(default_factory=list)
+    coverage: Coverage | None = None
+    mutation_score: float = 0.0
+    n_mutants: int = 0  # live (non-equivalent) mutants
+    n_killed: int = 0
+    n_equivalent: int = 0
+    error: str | None = None  # the judge could not run (no result from the sandbox)
+
+    @property
+    def n_holding(self) -> int:
+        return sum(a.status == "holds" for a in self.asserts)
+
+    @property
+    def n_failing(self) -> int:
+        return sum(a.status in ("fails", "rejected") for a in self.asserts)
+
+    def outcome(self, target: float) -> str:
+        if self.error:
+            return "judge_error"
+        tests = [a for a in self.asserts if a.status not in ("not_assert", "over_limit")]
+        if not tests:
+            return "no_asserts"
+        if self.n_failing:
+            return "failing_assert"
+        if self.coverage is not None and self.coverage.total + 1e-6 >= target:
+            return "success"
+        return "incomplete"
+
+
+@lru_cache(maxsize=4096)
+def _mutant_sources(reference: str, limit: int) -> tuple[str, ...]:
+    return tuple(m["source"] for m in make_mutants(reference, limit))
+
+
+def build_program(task: dict, asserts: list[str], opts: JudgeOptions) -> tuple[str, str]:
+    """(sandbox program, nonce) judging `asserts` against the task's reference and mutants."""
+    spec = {"reference": task["reference"], "entry": task["entry_point"],
+            "mutants": list(_mutant_sources(task["reference"], opts.max_mutants)),
+            "inputs": list(task.get("inputs") or []), "asserts": asserts,
+            "step_budget": opts.step_budget, "total_budget": opts.total_budget}
+    nonce = "@@testgen-" + secrets.token_hex(8) + "@@"
+    program = f"{HARNESS_SOURCE}\n\nmain(json.loads({json.dumps(spec)!r}), {nonce!r})\n"
+    return program, nonce
+
+
+def _result_line(stdout: str, nonce: str) -> dict | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(nonce):
+            try:
+                data = json.loads(line[len(nonce):])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def assemble(task: dict, parsed: list[ParsedAssert], judged_idx: list[int], data: dict | None,
+             opts: JudgeOptions) -> TestgenReport:
+    """The report of one response from the harness's plain data (`data`; None when the run gave none)."""
+    verdicts = []
+    for i, p in enumerate(parsed):
+        status = "unjudged" if p.valid else ("not_assert" if p.problem.startswith("not an assert") else "rejected")
+        verdicts.append(AssertVerdict(p.source, p.span, status, p.problem or ""))
+    report = TestgenReport(asserts=verdicts)
+    shape = code_shape(task["reference"])
+    if data is None or "error" in data or len(data.get("asserts", [])) != len(judged_idx):
+        report.error = (data or {}).get("error") or "the sandbox gave no result (timeout or crash)"
+        report.coverage = coverage_numbers(shape, set(), set(), set())
+        return report
+    baseline = set(data.get("baseline", []))
+    stmts, barcs = shape.units(baseline)
+    n_units = len(stmts) + len(barcs)
+    statuses = data.get("mutants", [])
+    live = [k for k, s in enumerate(statuses) if s == "live"]
+    report.n_mutants = len(live)
+    report.n_equivalent = sum(s == "equivalent" for s in statuses)
+    seen_lines: set[int] = set()
+    seen_arcs: set[tuple[int, int]] = set()
+    killed: set[int] = set()
+    for idx, rec in zip(judged_idx, data["asserts"]):
+        v = verdicts[idx]
+        if not rec.get("holds"):
+            v.status = "fails"
+            v.message = f"fails on the reference ({rec.get('error') or 'AssertionError'})"
+            continue
+        v.status = "holds"
+        lines, arcs = shape.covered(rec.get("lines", []), rec.get("arcs", []))
+        new_lines = (lines & stmts) - seen_lines
+        new_arcs = (arcs & barcs) - seen_arcs
+        seen_lines |= new_lines
+        seen_arcs |= new_arcs
+        new_kills = {k for k in rec.get("kills", []) if k in live} - killed
+        killed |= new_kills
+        v.coverage_gain = (len(new_lines) + len(new_arcs)) / n_units if n_units else 0.0
+        v.kill_gain = len(new_kills) / len(live) if live else 0.0
+        v.message = (f"holds; covers {len(new_lines)} new line(s), {len(new_arcs)} new branch(es); "
+                     f"kills {len(new_kills)} new mutant(s)")
+    report.coverage = coverage_numbers(shape, baseline, seen_lines, seen_arcs)
+    report.n_killed = len(killed)
+    report.mutation_score = len(killed) / len(live) if live else 0.0
+    return report
+
+
+def judge(tasks: list[dict], responses: list[str], pool=None, opts: JudgeOptions | None = None
+          ) -> list[TestgenReport]:
+    """One report per (task, response); one sandbox program each (responses with no valid assert run none)."""
+    from densecode.sandbox import StdioJob
+
+    opts = opts or JudgeOptions()
+    plans = []
+    jobs = []
+    for task, response in zip(tasks, responses):
+        parsed = parse_asserts(response, task["reference"])
+        judged_idx = []
+        for i, p in enumerate(parsed):
+            if not p.valid:
+                continue
+            if len(judged_idx) >= opts.max_asserts:
+                parsed[i] = ParsedAssert(p.source, p.span, f"over the limit of {opts.max_asserts} asserts")
+                continue
+            judged_idx.append(i)
+        if not judged_idx:  # nothing to run: no coverage, no kills
+            plans.append((task, parsed, judged_idx, "", None))
+            continue
+        program, nonce = build_program(task, [parsed[i].source for i in judged_idx], opts)
+        plans.append((task, parsed, judged_idx, nonce, len(jobs)))
+        jobs.append(StdioJob(code=program, cases=[("", "")], timeout_s=opts.timeout_s))
+    if pool is None:
+        from densecode.sandbox import get_default_pool
+
+        pool = get_default_pool()
+    results = pool.run(jobs) if jobs else []
+    reports = []
+    for task, parsed, judged_idx, nonce, j in plans:
+        data = {"asserts": []} if j is None else _result_line(results[j].stdout, nonce)
+        report = assemble(task, parsed, judged_idx, data, opts)
+        for v in report.asserts:
+            if v.status == "rejected" and v.message.startswith("over the limit"):
+                v.status = "over_limit"
+        reports.append(report)
+    return reports

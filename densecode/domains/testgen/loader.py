@@ -1,0 +1,101 @@
+"""Real testgen tasks from MBPP: the reference solution is the function to test, MBPP's own asserts the canonical
+answer.
+
+A row needs `code` and `test_list` (MBPP fields; `test_setup_code` is prepended to the reference). The entry point is
+the function the first test calls; the sample inputs for the mutants' equivalence check are the literal arguments of
+the tests' calls. Every canonical answer is judged in the sandbox at load: a row whose asserts do not all hold on
+its reference (or fall outside the test language) is rejected with a `file:line: ...` reason, never trained on.
+`target_coverage` is what MBPP's asserts reach.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import sys
+from pathlib import Path
+
+from densecode.domains.testgen.generator import format_prompt, split_of
+from densecode.domains.testgen.judge import JudgeOptions, judge
+from densecode.errors import DensecodeError
+from densecode.jsonl import numbered, read_jsonl
+
+
+def _calls_of(tests: list[str], entry: str) -> list[str]:
+    """reprs of the literal argument lists of every call of `entry` in the tests."""
+    out = []
+    for test in tests:
+        try:
+            tree = ast.parse(test)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry \
+                    and not node.keywords:
+                try:
+                    args = [ast.literal_eval(a) for a in node.args]
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                if repr(args) not in out:
+                    out.append(repr(args))
+    return out
+
+
+def _entry_point(tests: list[str], reference: str, where: str) -> str:
+    defined = {n.name for n in ast.parse(reference).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for test in tests:
+        try:
+            tree = ast.parse(test)
+        except SyntaxError:
+            raise DensecodeError(f"{where}: test {test!r} is not valid Python") from None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in defined:
+                return node.func.id
+    raise DensecodeError(f"{where}: no test calls a function the reference defines ({', '.join(sorted(defined))})")
+
+
+def task_from_row(row: dict, where: str) -> dict:
+    if not isinstance(row.get("code"), str) or not isinstance(row.get("test_list"), list) or not row["test_list"]:
+        raise DensecodeError(f"{where}: a testgen row needs 'code' (the function) and 'test_list' (its asserts); "
+                             f"got keys {sorted(row)}")
+    setup = str(row.get("test_setup_code") or "").replace("\r\n", "\n")
+    reference = (setup + "\n" if setup.strip() else "") + row["code"].replace("\r\n", "\n")
+    try:
+        ast.parse(reference)
+    except SyntaxError as exc:
+        raise DensecodeError(f"{where}: the reference does not parse ({exc.msg}, line {exc.lineno})") from None
+    tests = [str(t) for t in row["test_list"]]
+    entry = _entry_point(tests, reference, where)
+    task_id = row.get("task_id", hashlib.sha256(reference.encode()).hexdigest()[:12])
+    return {"task_id": f"testgen/mbpp/{task_id}", "prompt": format_prompt(reference), "reference": reference,
+            "entry_point": entry, "inputs": _calls_of(tests, entry), "canonical": "\n".join(tests) + "\n",
+            "target_coverage": 1.0, "level": 2, "family": "mbpp", "split": split_of(reference), "where": where}
+
+
+def load_tasks(path: str | Path, *, limit: int = 0, pool=None, opts: JudgeOptions | None = None,
+               log=sys.stderr) -> tuple[list[dict], list[str]]:
+    """(accepted tasks, rejection reasons): every row's canonical asserts judged in the sandbox."""
+    path = Path(path)
+    rows = read_jsonl(path, what="testgen tasks", hint="MBPP rows with 'code' and 'test_list'")
+    tasks = [task_from_row(row, where) for where, row in numbered(path, rows)]
+    if limit:
+        tasks = tasks[:limit]
+    reports = judge(tasks, [t["canonical"] for t in tasks], pool, opts)
+    accepted, rejected = [], []
+    for task, report in zip(tasks, reports):
+        bad = [a for a in report.asserts if a.status != "holds"]
+        if report.error or bad or not report.asserts:
+            reason = report.error or "; ".join(f"{a.source[:60]!r}: {a.message}" for a in bad[:2]) or "no asserts"
+            rejected.append(f"{task['where']}: canonical asserts rejected: {reason}")
+            continue
+        task["target_coverage"] = round(report.coverage.total, 6)
+        accepted.append(task)
+    if rejected and log is not None:
+        print(f"testgen: {len(rejected)} of {len(tasks)} tasks in {path} rejected (canonical asserts fail):",
+              file=log)
+        for line in rejected[:20]:
+            print("  " + line, file=log)
+    if not accepted:
+        raise DensecodeError(f"{path}: no task left after rejecting those whose canonical asserts fail "
+                             f"(first: {rejected[0] if rejected else 'no rows'})")
+    return accepted, rejected
