@@ -26,6 +26,7 @@ BUILTIN: dict[str, str] = {
     "robotics": "densecode.domains.robotics:RoboticsDomain",
     "code": "densecode.domains.code:CodeDomain",
     "testgen": "densecode.domains.testgen:TestgenDomain",
+    "commitmsg": "densecode.domains.commitmsg:CommitmsgDomain",
 }
 PLUGIN_DOMAIN = "densecode.domains.plugin:PluginDomain"
 

@@ -32,6 +32,7 @@ class TestgenOptions(DomainOptions):
 
 @register_domain
 class TestgenDomain(Domain):
+    __test__ = False  # not a pytest class
     name = "testgen"
     description = "assert statements for a function, scored by the coverage and mutants they reach (sandbox)"
     Options = TestgenOptions
