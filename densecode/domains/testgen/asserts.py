@@ -14,6 +14,7 @@ component's to penalise.
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass
 
 SAFE_BUILTINS = frozenset({
@@ -40,10 +41,17 @@ class ParsedAssert:
         return self.problem is None
 
 
+def quiet_parse(source: str) -> ast.Module:
+    """ast.parse without the source's own warnings (e.g. MBPP's invalid escape sequences in regex strings)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(source)
+
+
 def top_level_names(reference: str) -> set[str]:
     """Names the reference binds at module level (what its tests may call)."""
     names: set[str] = set()
-    for node in ast.parse(reference).body:
+    for node in quiet_parse(reference).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -97,7 +105,7 @@ def parse_asserts(response: str, reference: str) -> list[ParsedAssert]:
     """The statements of `response` in order: asserts (valid or with their problem) and other statements."""
     allowed = top_level_names(reference)
     try:
-        return _from_module(response, ast.parse(response), 0, allowed)
+        return _from_module(response, quiet_parse(response), 0, allowed)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
     out: list[ParsedAssert] = []
@@ -108,7 +116,7 @@ def parse_asserts(response: str, reference: str) -> list[ParsedAssert]:
         for j in range(i, min(i + 8, len(lines))):  # an open bracket may continue over a few lines
             chunk = "\n".join(lines[i:j + 1])
             try:
-                tree = ast.parse(chunk)
+                tree = quiet_parse(chunk)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             out.extend(_from_module(chunk, tree, starts[i], allowed))

@@ -1,28 +1,33 @@
 """The testgen harness: its source text is the program the sandbox runs (it imports nothing from densecode).
 
 `run(spec)` loads the reference and its mutants into separate namespaces, finds the mutants that behave like the
-reference on the task's sample inputs (equivalent: dropped), then executes each assert against the reference under a
+reference on the task's sample inputs (equivalent: dropped; so are those that exceed the CPU budget on a sample input), then executes each assert against the reference under a
 `sys.settrace` tracer that records lines and arcs exactly as coverage.py's Python tracer does (entry arcs
 `(-first_line, line)`, exit arcs `(line, -first_line)`), and against each live mutant (an assert that fails or raises
 on a mutant kills it). The parent turns lines and arcs into coverage with coverage.py's own static analysis.
 
-A step budget (line events per call, counted, not timed) stops an infinite loop in a mutant or reference: the run
-raises `_Budget` there, which counts as the call raising. The asserts it runs were checked by the parent to use only
+An endless loop cannot stall the run: a traced call (the reference under an assert) raises `_Budget` after a step
+budget of line events (counted, so coverage stays deterministic); an untraced call (equivalence checks, asserts on
+mutants: tracing them would cost most of the run) raises `_Budget` after `call_cpu_s` of CPU time (a
+SIGVTALRM timer, re-armed until the call ends), and once the run has spent `total_cpu_s` the remaining mutant runs
+are skipped (`truncated`). A call that raises `_Budget` counts as raising. The asserts it runs were checked by the parent to use only
 the reference's names and a few pure builtins (densecode.domains.testgen.asserts), so they cannot reach this module's
 state; the whole run is in the sandbox in any case.
 """
 
 import ast
 import copy
-import dis
 import io
 import json
+import opcode
+import signal
 import sys
+import time
 
 REF_FILE = "<reference>"
 ASSERT_FILE = "<assert>"
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
-_YIELD = dis.opmap.get("YIELD_VALUE")
+_YIELD = opcode.opmap.get("YIELD_VALUE")
 
 
 class _Budget(BaseException):
@@ -93,10 +98,30 @@ def _describe(exc):
     return type(exc).__name__
 
 
-def _call(fn, args, files, budget):
-    """('ok', value) or ('raise', exception type name) of fn(*args) on a copy of args, within the step budget."""
+def _on_timer(signum, frame):
+    raise _Budget("CPU budget exceeded")
+
+
+class CpuGuard:
+    """Raise `_Budget` in the running code after `cpu_s` of CPU time, and every 10 ms after that until exit."""
+
+    def __init__(self, cpu_s):
+        self.cpu_s = cpu_s
+
+    def __enter__(self):
+        signal.signal(signal.SIGVTALRM, _on_timer)
+        signal.setitimer(signal.ITIMER_VIRTUAL, self.cpu_s, 0.01)
+        return self
+
+    def __exit__(self, *exc):
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0, 0)
+        return False
+
+
+def _call(fn, args, cpu_s):
+    """('ok', value) or ('raise', exception type name) of fn(*args) on a copy of args, within the CPU budget."""
     try:
-        with Tracer(files, None, budget):
+        with CpuGuard(cpu_s):
             value = fn(*copy.deepcopy(args))
         return ("ok", value)
     except BaseException as exc:  # noqa: BLE001 - any failure of the call is an outcome
@@ -114,21 +139,20 @@ def _same(a, b):
         return False
 
 
-def _load(source, filename, files, budget, tracer=None):
+def _load(source, filename, cpu_s, tracer=None):
     ns = {"__name__": "__testgen__"}
     code = compile(source, filename, "exec")
-    if tracer is not None:
-        with tracer:
-            exec(code, ns)
-    else:
-        with Tracer(files, None, budget):
-            exec(code, ns)
+    with tracer if tracer is not None else CpuGuard(cpu_s):
+        exec(code, ns)
     return ns
 
 
 def run(spec):
     """The whole judgement of one response; returns plain data (see module doc)."""
     budget = int(spec.get("step_budget", 100000))
+    cpu_s = float(spec.get("call_cpu_s", 0.01))
+    total_cpu_s = float(spec.get("total_cpu_s", 2.0))
+    started = time.process_time()
     entry = spec["entry"]
     mutant_files = ["<mutant%d>" % k for k in range(len(spec.get("mutants", [])))]
     files = [REF_FILE] + mutant_files
@@ -138,18 +162,18 @@ def run(spec):
     try:
         base = Tracer(files, REF_FILE, budget)
         try:
-            ref_ns = _load(spec["reference"], REF_FILE, files, budget, tracer=base)
+            ref_ns = _load(spec["reference"], REF_FILE, cpu_s, tracer=base)
         except BaseException as exc:  # noqa: BLE001
             out["error"] = "the reference failed to load: %s" % _describe(exc)
             return out
         out["baseline"] = sorted(base.lines)
         fn = ref_ns.get(entry)
         inputs = [ast.literal_eval(a) if isinstance(a, str) else a for a in spec.get("inputs", [])]
-        ref_outputs = [_call(fn, args, files, budget) for args in inputs] if callable(fn) else []
+        ref_outputs = [_call(fn, args, cpu_s) for args in inputs] if callable(fn) else []
         live = []
         for k, (src, fname) in enumerate(zip(spec.get("mutants", []), mutant_files)):
             try:
-                ns = _load(src, fname, files, budget)
+                ns = _load(src, fname, cpu_s)
             except BaseException:  # noqa: BLE001
                 out["mutants"].append("load_error")
                 continue
@@ -157,12 +181,17 @@ def run(spec):
             if not callable(mfn):
                 out["mutants"].append("load_error")
                 continue
-            differs = any(not _same(_call(mfn, args, files, budget), ref) for args, ref in zip(inputs, ref_outputs))
-            out["mutants"].append("live" if differs else "equivalent")
-            if differs:
+            status = "equivalent"
+            for args, ref in zip(inputs, ref_outputs):
+                got = _call(mfn, args, cpu_s)
+                if got == ("raise", "_Budget") and ref != got:
+                    status = "hangs"  # dropped: a timeout kill says little and costs the most
+                    break
+                if not _same(got, ref):
+                    status = "live"
+            out["mutants"].append(status)
+            if status == "live":
                 live.append((k, ns))
-        spent = 0
-        total_budget = int(spec.get("total_budget", 20 * budget))
         for src in spec.get("asserts", []):
             rec = {"holds": False, "error": None, "lines": [], "arcs": [], "kills": []}
             out["asserts"].append(rec)
@@ -180,20 +209,17 @@ def run(spec):
                 rec["error"] = _describe(exc)
             rec["lines"] = sorted(tracer.lines)
             rec["arcs"] = sorted(list(a) for a in tracer.arcs)
-            spent += tracer.steps
             if not rec["holds"]:
                 continue  # an assert that fails on the reference kills nothing
             for k, ns in live:
-                if spent > total_budget:
+                if time.process_time() - started > total_cpu_s:
                     out["truncated"] = True  # the run's whole budget is spent: later kills are not counted
                     break
-                mt = Tracer(files, None, budget)
                 try:
-                    with mt:
+                    with CpuGuard(cpu_s):
                         exec(code, ns)
                 except BaseException:  # noqa: BLE001 - failing or raising on the mutant kills it
                     rec["kills"].append(k)
-                spent += mt.steps
         return out
     finally:
         sys.stdout, sys.stderr = saved_stdout, saved_stderr

@@ -26,8 +26,9 @@ HARNESS_SOURCE = (Path(__file__).parent / "harness.py").read_text(encoding="utf-
 class JudgeOptions:
     max_asserts: int = 12  # asserts after this many get nothing (a response is a test file, not a fuzzer)
     max_mutants: int = 10
-    step_budget: int = 20000  # line events per call (reference or mutant) before it counts as raising
-    total_budget: int = 600000  # line events per response; mutant runs past it are skipped (kills not counted)
+    step_budget: int = 100000  # line events of a reference call under an assert before it counts as raising
+    call_cpu_s: float = 0.01  # CPU seconds of an untraced call (equivalence, mutant under an assert) before it raises
+    total_cpu_s: float = 2.0  # CPU seconds per response; mutant runs past it are skipped (kills not counted)
     timeout_s: float = 10.0
 
 
@@ -84,7 +85,7 @@ def build_program(task: dict, asserts: list[str], opts: JudgeOptions) -> tuple[s
     spec = {"reference": task["reference"], "entry": task["entry_point"],
             "mutants": list(_mutant_sources(task["reference"], opts.max_mutants)),
             "inputs": list(task.get("inputs") or []), "asserts": asserts,
-            "step_budget": opts.step_budget, "total_budget": opts.total_budget}
+            "step_budget": opts.step_budget, "call_cpu_s": opts.call_cpu_s, "total_cpu_s": opts.total_cpu_s}
     nonce = "@@testgen-" + secrets.token_hex(8) + "@@"
     program = f"{HARNESS_SOURCE}\n\nmain(json.loads({json.dumps(spec)!r}), {nonce!r})\n"
     return program, nonce

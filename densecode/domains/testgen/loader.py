@@ -15,6 +15,7 @@ import hashlib
 import sys
 from pathlib import Path
 
+from densecode.domains.testgen.asserts import quiet_parse
 from densecode.domains.testgen.generator import format_prompt, split_of
 from densecode.domains.testgen.judge import JudgeOptions, judge
 from densecode.errors import DensecodeError
@@ -26,7 +27,7 @@ def _calls_of(tests: list[str], entry: str) -> list[str]:
     out = []
     for test in tests:
         try:
-            tree = ast.parse(test)
+            tree = quiet_parse(test)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -42,10 +43,10 @@ def _calls_of(tests: list[str], entry: str) -> list[str]:
 
 
 def _entry_point(tests: list[str], reference: str, where: str) -> str:
-    defined = {n.name for n in ast.parse(reference).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined = {n.name for n in quiet_parse(reference).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     for test in tests:
         try:
-            tree = ast.parse(test)
+            tree = quiet_parse(test)
         except SyntaxError:
             raise DensecodeError(f"{where}: test {test!r} is not valid Python") from None
         for node in ast.walk(tree):
@@ -61,7 +62,7 @@ def task_from_row(row: dict, where: str) -> dict:
     setup = str(row.get("test_setup_code") or "").replace("\r\n", "\n")
     reference = (setup + "\n" if setup.strip() else "") + row["code"].replace("\r\n", "\n")
     try:
-        ast.parse(reference)
+        quiet_parse(reference)
     except SyntaxError as exc:
         raise DensecodeError(f"{where}: the reference does not parse ({exc.msg}, line {exc.lineno})") from None
     tests = [str(t) for t in row["test_list"]]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 import copy
 
+from densecode.domains.testgen.asserts import quiet_parse
+
 _BINOP_SWAP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult,
                ast.Mod: ast.FloorDiv, ast.Div: ast.Mult}
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -128,7 +130,7 @@ def _drop_not(tree: ast.AST, path: tuple[int, ...]) -> None:
 def make_mutants(reference: str, limit: int = 10) -> list[dict]:
     """Up to `limit` mutants of `reference`: [{"kind", "variant", "source"}], distinct sources, in a fixed order."""
     try:
-        tree = ast.parse(reference)
+        tree = quiet_parse(reference)
     except SyntaxError:
         return []
     points = _points(tree)

@@ -37,7 +37,7 @@ class TestgenComponent(RewardComponent):
 
     def __init__(self, sandbox: Any = None, fail_penalty: float = -0.5, coverage_weight: float = 1.0,
                  kill_weight: float = 0.5, spread: str = "split", max_asserts: int = 12, max_mutants: int = 10,
-                 step_budget: int = 20000, timeout: float = 10.0) -> None:
+                 step_budget: int = 100000, timeout: float = 10.0) -> None:
         self.pool = sandbox
         self.spread = check_spread("testgen", spread)
         self.fail_penalty = float(fail_penalty)
