@@ -3,7 +3,7 @@ answer.
 
 A row needs `code` and `test_list` (MBPP fields; `test_setup_code` is prepended to the reference). The entry point is
 the function the first test calls; the sample inputs for the mutants' equivalence check are the literal arguments of
-the tests' calls. Every canonical answer is judged in the sandbox at load: a row whose asserts do not all hold on
+the tests' calls plus random perturbations of them (`random_sample`). Every canonical answer is judged in the sandbox at load: a row whose asserts do not all hold on
 its reference (or fall outside the test language) is rejected with a `file:line: ...` reason, never trained on.
 `target_coverage` is what MBPP's asserts reach.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import random
 import sys
 from pathlib import Path
 
@@ -42,6 +43,40 @@ def _calls_of(tests: list[str], entry: str) -> list[str]:
     return out
 
 
+def _perturb(value, rng: random.Random):
+    """A nearby value of the same type and no larger (so a perturbed call costs about what the test's call does)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + rng.choice((-1, 1))
+    if isinstance(value, float):
+        return value + rng.choice((-0.5, 0.5))
+    if isinstance(value, (str, list, tuple)) and value:
+        kind = rng.choice(("drop", "reverse", "rotate"))
+        out = value[:-1] if kind == "drop" else (value[::-1] if kind == "reverse" else value[1:] + value[:1])
+        return out
+    return value
+
+
+def random_sample(inputs: list[str], seed: str, n: int = 12) -> list[str]:
+    """The tests' argument lists plus up to `n` random perturbations of them: the sample on which mutants that
+    behave like the reference are found (the tests' own inputs alone would make every live mutant killable)."""
+    rng = random.Random(seed)
+    parsed = [ast.literal_eval(a) for a in inputs]
+    out = list(inputs)
+    for _ in range(4 * n):
+        if not parsed or len(out) >= len(inputs) + n:
+            break
+        args = list(rng.choice(parsed))
+        i = rng.randrange(len(args)) if args else 0
+        if args:
+            args[i] = _perturb(args[i], rng)
+        text = repr(args)
+        if text not in out:
+            out.append(text)
+    return out
+
+
 def _entry_point(tests: list[str], reference: str, where: str) -> str:
     defined = {n.name for n in quiet_parse(reference).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     for test in tests:
@@ -69,7 +104,7 @@ def task_from_row(row: dict, where: str) -> dict:
     entry = _entry_point(tests, reference, where)
     task_id = row.get("task_id", hashlib.sha256(reference.encode()).hexdigest()[:12])
     return {"task_id": f"testgen/mbpp/{task_id}", "prompt": format_prompt(reference), "reference": reference,
-            "entry_point": entry, "inputs": _calls_of(tests, entry), "canonical": "\n".join(tests) + "\n",
+            "entry_point": entry, "inputs": random_sample(_calls_of(tests, entry), f"mbpp:{task_id}"), "canonical": "\n".join(tests) + "\n",
             "target_coverage": 1.0, "level": 2, "family": "mbpp", "split": split_of(reference), "where": where}
 
 
@@ -100,3 +135,33 @@ def load_tasks(path: str | Path, *, limit: int = 0, pool=None, opts: JudgeOption
         raise DensecodeError(f"{path}: no task left after rejecting those whose canonical asserts fail "
                              f"(first: {rejected[0] if rejected else 'no rows'})")
     return accepted, rejected
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m densecode.domains.testgen.loader FILE [--limit N]`: how many rows load, and what the canonical
+    asserts reach (the figures docs/code-tasks.md quotes)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("path")
+    ap.add_argument("--limit", type=int, default=0)
+    args = ap.parse_args(argv)
+    try:
+        accepted, rejected = load_tasks(args.path, limit=args.limit, log=None)
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    reports = judge(accepted, [t["canonical"] for t in accepted])
+    n = len(accepted)
+    print(f"{n} accepted, {len(rejected)} rejected")
+    for line in rejected:
+        print("  " + line)
+    print(f"canonical asserts: coverage {sum(r.coverage.total for r in reports) / n:.3f} "
+          f"(line {sum(r.coverage.line for r in reports) / n:.3f}, branch {sum(r.coverage.branch for r in reports) / n:.3f}), "
+          f"mutation score {sum(r.mutation_score for r in reports) / n:.3f}, "
+          f"live mutants per task {sum(r.n_mutants for r in reports) / n:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
