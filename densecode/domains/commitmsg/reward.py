@@ -71,9 +71,10 @@ class CommitmsgComponent(RewardComponent):
             if tokens and s:
                 spread_over(values, tokens, s, self.spread)
             matched_words = [sample.response[a:b] for a, b in j["matched_spans"]]
+            given = s if tokens else 0.0  # no shared word: the chrF alone has no token to land on
             records.append(diag("commitmsg_lcs", (j["matched_spans"][0][0], j["matched_spans"][-1][1])
                                 if j["matched_spans"] else None, tokens,
                                 f"ROUGE-L F1 {j['rouge_l']:.2f}, chrF {j['chrf']:.2f}; shared words: "
-                                f"{' '.join(matched_words) or '(none)'}", s))
+                                f"{' '.join(matched_words) or '(none: nothing given)'}", given))
         info = {"rouge_l": j["rouge_l"], "chrf": j["chrf"], "score": s, "exact": j["exact"], "has_task": 1.0}
         return ComponentOutput(values, records, info)

@@ -37,7 +37,9 @@ class TestgenDomain(Domain):
     description = "assert statements for a function, scored by the coverage and mutants they reach (sandbox)"
     Options = TestgenOptions
     default_weights: ClassVar[dict[str, float]] = {"testgen": 1.0, "syntax": 0.1, "kl": 0.1}
-    default_component_options: ClassVar[dict[str, dict]] = {}
+    # syntax split: with `each` its +1 per valid token (x 0.1) would outweigh the coverage reward on a long answer
+    # and pay for asserts that test nothing.
+    default_component_options: ClassVar[dict[str, dict]] = {"syntax": {"spread": "split"}}
     components: ClassVar[dict[str, str]] = {"testgen": "densecode.domains.testgen.reward:TestgenComponent"}
     stop = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```", "\nif __name__", "\n<|"]
     headline_metric = "coverage"
