@@ -87,7 +87,7 @@ class CodeDomain(Domain):
     description = "functions from a prompt, judged by unit tests in the sandbox (MBPP-style jsonl)"
     Options = CodeOptions
     default_weights: ClassVar[dict[str, float]] = {"lint": 0.1, "syntax": 0.1, "dfg": 0.1, "tests": 0.7, "kl": 0.1}
-    stop = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
+    stop: ClassVar[list[str]] = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
     headline_metric = "pass_rate"
     sampled_metric_names = ("pass_rate",)
 

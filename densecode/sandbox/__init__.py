@@ -7,6 +7,11 @@
 See docs/sandbox.md for what each protection does and does not guarantee.
 """
 
+from densecode.sandbox.defaults import (
+    configure_default_pool,
+    get_default_pool,
+    pool_from_config,
+)
 from densecode.sandbox.jobs import (
     API_OUTCOMES,
     OUTCOMES,
@@ -18,15 +23,10 @@ from densecode.sandbox.jobs import (
     FunctionCallJob,
     JudgeResult,
     Limits,
+    SandboxError,
     StdioJob,
 )
-from densecode.sandbox.pool import (
-    SandboxError,
-    SandboxPool,
-    configure_default_pool,
-    get_default_pool,
-    pool_from_config,
-)
+from densecode.sandbox.pool import SandboxPool
 
 __all__ = [
     "API_OUTCOMES", "OUTCOMES", "ApiError", "ApiHandler", "ApiJob", "ApiRunResult", "AssertJob",

@@ -136,10 +136,6 @@ def run_stdio(payload: dict) -> None:
     _send({"t": "done"})
 
 
-class _ApiStop(BaseException):
-    """Raised by an API stub when the parent ended the run; the worker kills us right after."""
-
-
 def _make_stub(name: str, reader):
     def stub(*args, **kwargs):
         frame = sys._getframe(1)
