@@ -194,3 +194,17 @@ def test_commitmsg_trains_two_steps_and_explains(tiny_model_dir, tmp_path):
     out = tmp_path / "explain.html"
     assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(out)]) == 0
     assert "commitmsg" in out.read_text(encoding="utf-8")
+
+
+def test_eval_domain_canonical_and_model(tiny_model_dir, tmp_path):
+    from densecode.cli import main
+
+    out = tmp_path / "canonical"
+    assert main(["eval", "--domain", "commitmsg", "--canonical", "--tasks", "20", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["scores"]["success_rate"] == 1.0 and results["scores"]["rouge_l"] == 1.0
+    out = tmp_path / "model"
+    assert main(["eval", "--domain", "commitmsg", "--model", str(tiny_model_dir), "--tasks", "3", "--max-new-tokens",
+                 "8", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["tasks"]) == 3 and set(results["outcomes"]) <= {"success", "partial", "miss", "empty"}

@@ -287,3 +287,19 @@ def test_testgen_trains_two_steps_and_explains(tiny_model_dir, tmp_path):
     out = tmp_path / "explain.html"
     assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(out)]) == 0
     assert "testgen" in out.read_text(encoding="utf-8")
+
+
+def test_eval_domain_canonical_and_model(tiny_model_dir, tmp_path):
+    from densecode.cli import main
+
+    out = tmp_path / "canonical"
+    assert main(["eval", "--domain", "testgen", "--canonical", "--tasks", "20", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["scores"]["success_rate"] == 1.0 and results["scores"]["coverage"] == 1.0
+    assert {"report.md", "chart.png"} <= {p.name for p in out.iterdir()}
+    out = tmp_path / "model"
+    assert main(["eval", "--domain", "testgen", "--model", str(tiny_model_dir), "--tasks", "3", "--max-new-tokens",
+                 "8", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["tasks"]) == 3 and set(results["outcomes"]) <= set(
+        ("success", "incomplete", "failing_assert", "no_asserts", "judge_error"))
