@@ -303,3 +303,17 @@ def test_eval_domain_canonical_and_model(tiny_model_dir, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert len(results["tasks"]) == 3 and set(results["outcomes"]) <= set(
         ("success", "incomplete", "failing_assert", "no_asserts", "judge_error"))
+
+
+def test_shared_task_finds_its_mutants_once_with_the_same_verdicts(pool):
+    from densecode.domains.testgen import judge as judge_mod
+
+    responses = ["assert sign(5) == 1\n", "assert sign(5) == 1\nassert sign(-1) == -1\nassert sign(0) == 0\n"]
+    judge_mod._STATUS_CACHE.clear()
+    alone = [judge([SIGN_TASK], [r], pool)[0] for r in responses]
+    judge_mod._STATUS_CACHE.clear()
+    grouped = judge([SIGN_TASK, SIGN_TASK], responses, pool)  # one equivalence-only run, then both responses
+    assert len(judge_mod._STATUS_CACHE) == 1
+    for a, g in zip(alone, grouped):
+        assert (a.mutation_score, a.n_mutants, a.n_equivalent, a.coverage) == (
+            g.mutation_score, g.n_mutants, g.n_equivalent, g.coverage)

@@ -9,8 +9,10 @@ equivalent on the task's sample inputs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -80,26 +82,48 @@ def _mutant_sources(reference: str, limit: int) -> tuple[str, ...]:
     return tuple(m["source"] for m in make_mutants(reference, limit))
 
 
-def build_program(task: dict, asserts: list[str], opts: JudgeOptions) -> tuple[str, str]:
-    """(sandbox program, nonce) judging `asserts` against the task's reference and mutants."""
+# The mutants' statuses (live / equivalent / hangs / load_error) of a task, from the `E` line of an earlier run:
+# a property of the task, not of a response, so a GRPO group or a fixed eval set computes it once.
+_STATUS_CACHE: OrderedDict[str, list[str]] = OrderedDict()
+
+
+def _task_key(task: dict, opts: JudgeOptions) -> str:
+    data = [task["reference"], task["entry_point"], list(task.get("inputs") or []), opts.max_mutants, opts.call_cpu_s]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()
+
+
+def build_program(task: dict, asserts: list[str], opts: JudgeOptions, status: list[str] | None = None
+                  ) -> tuple[str, str]:
+    """(sandbox program, nonce) judging `asserts` against the task's reference and mutants (`status`: the mutants'
+    known statuses, which skips their equivalence check)."""
     spec = {"reference": task["reference"], "entry": task["entry_point"],
             "mutants": list(_mutant_sources(task["reference"], opts.max_mutants)),
-            "inputs": list(task.get("inputs") or []), "asserts": asserts,
+            "inputs": list(task.get("inputs") or []), "asserts": asserts, "status": status,
             "step_budget": opts.step_budget, "call_cpu_s": opts.call_cpu_s, "total_cpu_s": opts.total_cpu_s}
     nonce = "@@testgen-" + secrets.token_hex(8) + "@@"
     program = f"{HARNESS_SOURCE}\n\nmain(json.loads({json.dumps(spec)!r}), {nonce!r})\n"
     return program, nonce
 
 
-def _result_line(stdout: str, nonce: str) -> dict | None:
+def _result_line(stdout: str, nonce: str, kind: str = "R"):
+    """The harness's `kind` line (R: the result dict, E: the mutants' statuses) marked with this job's nonce."""
+    mark = nonce + kind
     for line in reversed(stdout.splitlines()):
-        if line.startswith(nonce):
+        if line.startswith(mark):
             try:
-                data = json.loads(line[len(nonce):])
+                data = json.loads(line[len(mark):])
             except ValueError:
                 return None
-            return data if isinstance(data, dict) else None
+            return data if isinstance(data, (dict if kind == "R" else list)) else None
     return None
+
+
+def _remember(key: str, statuses) -> None:
+    if isinstance(statuses, list) and all(isinstance(x, str) for x in statuses):
+        _STATUS_CACHE[key] = statuses
+        _STATUS_CACHE.move_to_end(key)
+        while len(_STATUS_CACHE) > 4096:
+            _STATUS_CACHE.popitem(last=False)
 
 
 def assemble(task: dict, parsed: list[ParsedAssert], judged_idx: list[int], data: dict | None,
@@ -151,12 +175,16 @@ def assemble(task: dict, parsed: list[ParsedAssert], judged_idx: list[int], data
 
 def judge(tasks: list[dict], responses: list[str], pool=None, opts: JudgeOptions | None = None
           ) -> list[TestgenReport]:
-    """One report per (task, response); one sandbox program each (responses with no valid assert run none)."""
+    """One report per (task, response); one sandbox program each (responses with no valid assert run none). A task
+    that several responses share and whose mutants are not known yet first gets one program that finds them."""
     from densecode.sandbox import StdioJob
 
     opts = opts or JudgeOptions()
-    plans = []
-    jobs = []
+    if pool is None:
+        from densecode.sandbox import get_default_pool
+
+        pool = get_default_pool()
+    parsed_all = []
     for task, response in zip(tasks, responses):
         parsed = parse_asserts(response, task["reference"])
         judged_idx = []
@@ -167,20 +195,33 @@ def judge(tasks: list[dict], responses: list[str], pool=None, opts: JudgeOptions
                 parsed[i] = ParsedAssert(p.source, p.span, f"over the limit of {opts.max_asserts} asserts")
                 continue
             judged_idx.append(i)
+        parsed_all.append((task, parsed, judged_idx, _task_key(task, opts)))
+    shared = Counter(key for _, _, idx, key in parsed_all if idx)
+    first: dict[str, tuple] = {}  # task key -> (equivalence-only job, its nonce)
+    for task, _, idx, key in parsed_all:
+        if idx and shared[key] > 1 and key not in _STATUS_CACHE and key not in first:
+            program, nonce = build_program(task, [], opts)
+            first[key] = (StdioJob(code=program, cases=[("", "")], timeout_s=opts.timeout_s), nonce)
+    if first:
+        for (key, (_, nonce)), res in zip(first.items(), pool.run([job for job, _ in first.values()])):
+            _remember(key, _result_line(res.stdout, nonce, "E"))
+    plans, jobs = [], []
+    for task, parsed, judged_idx, key in parsed_all:
         if not judged_idx:  # nothing to run: no coverage, no kills
-            plans.append((task, parsed, judged_idx, "", None))
+            plans.append((task, parsed, judged_idx, key, "", None))
             continue
-        program, nonce = build_program(task, [parsed[i].source for i in judged_idx], opts)
-        plans.append((task, parsed, judged_idx, nonce, len(jobs)))
+        program, nonce = build_program(task, [parsed[i].source for i in judged_idx], opts, _STATUS_CACHE.get(key))
+        plans.append((task, parsed, judged_idx, key, nonce, len(jobs)))
         jobs.append(StdioJob(code=program, cases=[("", "")], timeout_s=opts.timeout_s))
-    if pool is None:
-        from densecode.sandbox import get_default_pool
-
-        pool = get_default_pool()
     results = pool.run(jobs) if jobs else []
     reports = []
-    for task, parsed, judged_idx, nonce, j in plans:
-        data = {"asserts": []} if j is None else _result_line(results[j].stdout, nonce)
+    for task, parsed, judged_idx, key, nonce, j in plans:
+        if j is None:
+            data = {"asserts": []}
+        else:
+            data = _result_line(results[j].stdout, nonce)
+            if key not in _STATUS_CACHE:
+                _remember(key, _result_line(results[j].stdout, nonce, "E"))
         report = assemble(task, parsed, judged_idx, data, opts)
         for v in report.asserts:
             if v.status == "rejected" and v.message.startswith("over the limit"):
