@@ -93,6 +93,11 @@ def test_canonical_messages_score_one_on_1000_train_tasks():
     _check_canonical(generate_tasks("train", 1000, seed=5))
 
 
+@pytest.mark.slow
+def test_thousands_of_distinct_train_tasks():
+    assert len({t["diff"] for t in generate_tasks("train", 3000, seed=9)}) == 3000
+
+
 def test_every_operator_makes_valid_code_and_its_message_names_the_change():
     tasks = generate_tasks("train", 400, seed=2)
     for t in tasks:

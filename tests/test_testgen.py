@@ -242,7 +242,7 @@ def test_mbpp_loader_rejects_tasks_whose_asserts_fail(tmp_path, pool):
     accepted, rejected = load_tasks(path, pool=pool, log=None)
     assert [t["entry_point"] for t in accepted] == ["add", "root"]
     assert accepted[0]["inputs"][:2] == ["[1, 2]", "[0, 0]"] and len(accepted[0]["inputs"]) > 2  # + perturbed
-    assert accepted[0]["target_coverage"] == 1.0
+    assert accepted[0]["target_coverage"] == 1.0 and accepted[0]["level"] == 1
     assert len(rejected) == 1 and rejected[0].startswith(f"{path}:2: canonical asserts rejected")
     path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"code": "def f(): pass"}) + "\n")
     with pytest.raises(DensecodeError, match=r"mbpp.jsonl:2: a testgen row needs 'code'"):
@@ -254,6 +254,7 @@ def test_mbpp_real_data_loads(shared_data, pool):
 
     accepted, rejected = load_tasks(f"{shared_data}/mbpp/mbpp.jsonl", limit=40, pool=pool, log=None)
     assert len(accepted) >= 30 and len(accepted) + len(rejected) == 40
+    assert {t["level"] for t in accepted} == {1, 2, 3}
     reports = judge(accepted, [t["canonical"] for t in accepted], pool)
     assert all(r.outcome(t["target_coverage"]) == "success" for t, r in zip(accepted, reports))
 

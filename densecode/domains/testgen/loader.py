@@ -5,7 +5,7 @@ A row needs `code` and `test_list` (MBPP fields; `test_setup_code` is prepended 
 the function the first test calls; the sample inputs for the mutants' equivalence check are the literal arguments of
 the tests' calls plus random perturbations of them (`random_sample`). Every canonical answer is judged in the sandbox at load: a row whose asserts do not all hold on
 its reference (or fall outside the test language) is rejected with a `file:line: ...` reason, never trained on.
-`target_coverage` is what MBPP's asserts reach.
+`target_coverage` is what MBPP's asserts reach; `level` follows the reference's branching (`level_of`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import random
 import sys
 from pathlib import Path
 
+from densecode.domains.testgen.analysis import code_shape
 from densecode.domains.testgen.asserts import quiet_parse
 from densecode.domains.testgen.generator import format_prompt, split_of
 from densecode.domains.testgen.judge import JudgeOptions, judge
@@ -90,6 +91,12 @@ def _entry_point(tests: list[str], reference: str, where: str) -> str:
     raise DensecodeError(f"{where}: no test calls a function the reference defines ({', '.join(sorted(defined))})")
 
 
+def level_of(reference: str) -> int:
+    """1-3 by the reference's branching (coverage.py's branch lines): 0-1 branches easy, 2-3 medium, more hard."""
+    n = len({a[0] for a in code_shape(reference).branch_arcs})
+    return 1 if n <= 1 else (2 if n <= 3 else 3)
+
+
 def task_from_row(row: dict, where: str) -> dict:
     if not isinstance(row.get("code"), str) or not isinstance(row.get("test_list"), list) or not row["test_list"]:
         raise DensecodeError(f"{where}: a testgen row needs 'code' (the function) and 'test_list' (its asserts); "
@@ -105,7 +112,7 @@ def task_from_row(row: dict, where: str) -> dict:
     task_id = row.get("task_id", hashlib.sha256(reference.encode()).hexdigest()[:12])
     return {"task_id": f"testgen/mbpp/{task_id}", "prompt": format_prompt(reference), "reference": reference,
             "entry_point": entry, "inputs": random_sample(_calls_of(tests, entry), f"mbpp:{task_id}"), "canonical": "\n".join(tests) + "\n",
-            "target_coverage": 1.0, "level": 2, "family": "mbpp", "split": split_of(reference), "where": where}
+            "target_coverage": 1.0, "level": level_of(reference), "family": "mbpp", "split": split_of(reference), "where": where}
 
 
 def load_tasks(path: str | Path, *, limit: int = 0, pool=None, opts: JudgeOptions | None = None,
