@@ -270,6 +270,7 @@ def test_domain_score_and_metrics():
     assert m["success_rate"] == 1.0 and m["coverage"] > 0.9 and m["outcome/success"] == 1.0
     bad = d.metrics(d.score(tasks[:2], ["", "assert 1 == 2\n"]))
     assert bad["outcome/no_asserts"] == 0.5 and bad["outcome/failing_assert"] == 0.5 and bad["success_rate"] == 0
+    assert bad["coverage"] == bad["line_coverage"] == bad["branch_coverage"] == 0.0  # no holding assert: nothing
 
 
 def test_testgen_trains_two_steps_and_explains(tiny_model_dir, tmp_path):

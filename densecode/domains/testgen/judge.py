@@ -137,7 +137,7 @@ def assemble(task: dict, parsed: list[ParsedAssert], judged_idx: list[int], data
     shape = code_shape(task["reference"])
     if data is None or "error" in data or len(data.get("asserts", [])) != len(judged_idx):
         report.error = (data or {}).get("error") or "the sandbox gave no result (timeout or crash)"
-        report.coverage = coverage_numbers(shape, set(), set(), set())
+        report.coverage = coverage_numbers(shape, set(), set(), set(), tested=False)
         return report
     baseline = set(data.get("baseline", []))
     stmts, barcs = shape.units(baseline)
@@ -167,7 +167,8 @@ def assemble(task: dict, parsed: list[ParsedAssert], judged_idx: list[int], data
         v.kill_gain = len(new_kills) / len(live) if live else 0.0
         v.message = (f"holds; covers {len(new_lines)} new line(s), {len(new_arcs)} new branch(es); "
                      f"kills {len(new_kills)} new mutant(s)")
-    report.coverage = coverage_numbers(shape, baseline, seen_lines, seen_arcs)
+    report.coverage = coverage_numbers(shape, baseline, seen_lines, seen_arcs,
+                                       tested=any(v.status == "holds" for v in verdicts))
     report.n_killed = len(killed)
     report.mutation_score = len(killed) / len(live) if live else 0.0
     return report
