@@ -225,9 +225,11 @@ class Trainer:
         batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
                             prompt_ids=encode_prompts(self.tokenizer, prompts))
         self.policy_value.eval()
-        score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
-                    with_values=self.algo.needs_value_head)
+        sources = score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
+                              with_values=self.algo.needs_value_head,
+                              score_pass=bool(getattr(cfg.algo, "score_pass", True)))
         timings["time/score_s"] = time.perf_counter() - t0
+        timings.update(sources or {})
         return batch, timings
 
     def compute_rewards(self, batch: RolloutBatch) -> dict[str, float]:
