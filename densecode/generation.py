@@ -45,6 +45,7 @@ class Generation:
     finish_reason: str  # eos | stop | length
     grammar_fallbacks: int = 0
     sample_index: int = 0
+    stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,6 +62,7 @@ class _Row:
     stop_at: int | None = None  # character offset of the first stop string
     scanned_chars: int = 0
     fallbacks: int = 0  # grammar parser failures (the row then decodes unconstrained)
+    stop_token_id: int | None = None
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -220,7 +222,7 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
             row = rows[r]
             tok = int(tokens[b])
             if tok in eos_ids:
-                row.finish_reason = "eos"
+                row.finish_reason, row.stop_token_id = "eos", tok
                 finished.append(b)
                 continue
             row.token_ids.append(tok)
@@ -340,5 +342,6 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             finish_reason=row.finish_reason,
             grammar_fallbacks=row.fallbacks,
             sample_index=row.sample_index,
+            stop_token_id=row.stop_token_id,
         ))
     return results

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from densecode.domains.base import Domain, DomainOptions, options_from_mapping
-from densecode.domains.registry import ENTRY_POINT_GROUP, get_domain_class, known_domains, register_domain
+from densecode.domains.registry import (
+    ENTRY_POINT_GROUP,
+    get_domain_class,
+    known_domains,
+    register_domain,
+)
 
 
 def build_domain(cfg: Any, base_dir: str | Path | None = None) -> Domain:

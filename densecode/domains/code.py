@@ -27,7 +27,7 @@ class CodeOptions(DomainOptions):
     # A jsonl of tasks: MBPP rows or prompt+tests rows (relative paths from the working directory).
     path: str | None = None
     eval_path: str | None = None  # held-out tasks; default: MBPP's validation split, else the file's tail
-    eval_fraction: float = 0.2
+    eval_fraction: float = 0.2  # without eval_path or MBPP splits: the share of rows (from the end) held out
     limit: int = 0  # use only the first N training tasks (0 = all)
     format: str = "auto"  # auto | mbpp | prompt
     mbpp_splits: bool = True  # an MBPP file: train on 601-974, evaluate on 511-600
@@ -87,7 +87,7 @@ class CodeDomain(Domain):
     description = "functions from a prompt, judged by unit tests in the sandbox (MBPP-style jsonl)"
     Options = CodeOptions
     default_weights: ClassVar[dict[str, float]] = {"lint": 0.1, "syntax": 0.1, "dfg": 0.1, "tests": 0.7, "kl": 0.1}
-    stop = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
+    stop: ClassVar[list[str]] = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
     headline_metric = "pass_rate"
     sampled_metric_names = ("pass_rate",)
 

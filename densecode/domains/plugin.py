@@ -70,7 +70,7 @@ class PluginDomain(Domain):
 
     def metrics(self, records: list[dict]) -> dict[str, float]:
         n = max(len(records), 1)
-        count = lambda *names: sum(r["outcome"] in names for r in records) / n  # noqa: E731
+        count = lambda *names: sum(r["outcome"] in names for r in records) / n
         return {
             "n": float(len(records)),
             "parses": 1.0 - count("parse_error"),

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from densecode_robosim.tasks import STOP_STRINGS as STOP
+from densecode_robosim.world import API_NAMES as ROBOT_API
+
 from densecode.domains.base import Domain, DomainOptions
 from densecode.domains.registry import register_domain
 from densecode.errors import DensecodeError
-
-ROBOT_API = ["get_current_location", "get_all_rooms", "is_in_room", "go_to", "ask", "say", "pick", "place"]
-STOP = ["\n#", "\ndef ", "\nclass ", "\n```", "\nif __name__"]
-OUTCOMES = ("parse_error", "python_error", "robot_error", "timeout", "check_failure", "success")
+from densecode.simulators.runner import OUTCOMES
 
 
 @dataclass
@@ -28,9 +28,9 @@ class RoboSimOptions:
     clean_credit: float | None = None  # score of a clean run that fails its checks
     check_credit: float | None = None  # ... plus this times the share of checks passed
     error_penalty: float | None = None  # put on the line that raised a robot/Python error
-    timeout_s: float | None = None
-    max_calls: int | None = None
-    seed: int | None = None
+    timeout_s: float | None = None  # wall seconds per world run
+    max_calls: int | None = None  # robot API calls per run before it is stopped as a timeout
+    seed: int | None = None  # seed of the dynamic worlds' draws
 
 
 @dataclass
@@ -49,10 +49,8 @@ class RoboticsDomain(Domain):
 
     def __init__(self, options: Any = None, **kwargs):
         super().__init__(options, **kwargs)
-        try:
-            import densecode_robosim.tasks as rtasks
-        except ImportError as exc:  # pragma: no cover - ships with densecode
-            raise DensecodeError(f"the robotics domain needs the densecode_robosim package: {exc}") from None
+        import densecode_robosim.tasks as rtasks
+
         self._rtasks = rtasks
         self._backend = None
 
@@ -77,7 +75,7 @@ class RoboticsDomain(Domain):
 
     def simulator(self) -> Any:
         if self._backend is None:
-            from densecode_robosim import RoboSimBackend
+            from densecode.simulators import RoboSimBackend
 
             sim = self.options.sim
             kwargs = {k: v for k, v in vars(sim).items() if v is not None}
@@ -93,10 +91,10 @@ class RoboticsDomain(Domain):
         return task.get("reference")
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
-        import densecode_robosim as robosim
+        from densecode.simulators import evaluate
 
         programs = [t["prompt"] + r for t, r in zip(tasks, responses)]
-        outcomes = robosim.evaluate(programs, tasks)
+        outcomes = evaluate(programs, tasks)
         return [{"task_id": o.task_id, "outcome": o.outcome, "score": float(o.outcome == "success"),
                  "error": o.error} for o in outcomes]
 

@@ -30,6 +30,7 @@ class Response:
     finish_reason: str  # "eos" | "stop" | "length"
     completion: str = ""
     grammar_verdicts: list[bool | None] | None = None
+    stop_token_id: int | None = None  # the end token sampled (finish_reason "eos"); the trainer appends it
 
 
 @dataclass
@@ -110,6 +111,7 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
             finish_reason=str(g.finish_reason),
             completion=g.completion,
             grammar_verdicts=list(g.grammar_verdicts) if getattr(g, "grammar_verdicts", None) is not None else None,
+            stop_token_id=getattr(g, "stop_token_id", None),
         )
         for g in gens
     ]

@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from densecode.errors import DensecodeError
-from densecode.simulators.backend import GymProgramBackend
+from densecode.simulators.gym_plugin import GymProgramBackend
+from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
 
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
                "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
                "eval_temperature", "eval_max_new_tokens", "eval_sampled_temperature"}
-
-
-def format_prompt(instruction: str) -> str:
-    return "# Instruction: " + instruction + "\ndef task_program():\n"
 
 
 def check_keys(opts: dict) -> None:
