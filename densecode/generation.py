@@ -165,9 +165,6 @@ def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, 
     return _draw(_truncate(logits, temperature, top_k, top_p), temperature, generator)
 
 
-MAX_RESAMPLES = 8
-
-
 def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Truncated logits restricted to `allowed`; the untruncated ones where that leaves nothing."""
     allowed = allowed.to(truncated.device)
@@ -177,45 +174,56 @@ def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor)
     return out
 
 
+def _first_accepted(grammar, row: int, logits: torch.Tensor, temperature: float, generator) -> int | None:
+    """An exact draw from softmax(logits / T) restricted to the tokens the parser accepts.
+
+    Gumbel-max order: sorting logits / T + Gumbel noise gives the order in which
+    repeated draws without replacement would come up, so the first token in that order
+    the parser accepts is distributed as the restricted distribution, without a tensor
+    round per rejection. At temperature 0 the order is by logit (greedy).
+    """
+    finite = torch.isfinite(logits).nonzero().squeeze(-1)
+    if len(finite) == 0:
+        return None
+    keys = logits[finite]
+    if temperature > 0:
+        u = torch.rand(keys.shape, generator=generator, device=keys.device).clamp_(min=1e-20)
+        keys = keys / temperature - torch.log(-torch.log(u))
+    order = finite[torch.argsort(keys, descending=True)].tolist()
+    chunk = 16
+    for start in range(0, len(order), chunk):
+        candidates = order[start:start + chunk]
+        for tok, ok in zip(candidates, grammar.accepted(row, candidates)):
+            if ok:
+                return tok
+    return None
+
+
 def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, generator, positions=None):
     """constrain: redraw tokens the grammar's parser rejects (the mask over-approximates).
 
     `logits` [B or len(positions), V] are the (truncated, masked) logits each row draws
-    from; `positions` maps their rows to batch positions (None: all). Each rejected token
-    is removed and the row drawn again from the renormalised distribution, so the
-    recorded log-prob is that of the distribution finally used.
+    from; `positions` maps their rows to batch positions (None: all). A rejected row is
+    drawn again from its logits restricted to what the parser accepts (exact, see
+    `_first_accepted`); the recorded log-prob is under its logits without the tokens
+    the parser rejected.
     """
     positions = list(range(len(alive))) if positions is None else positions
     where = {b: i for i, b in enumerate(positions)}
-    for _ in range(MAX_RESAMPLES):
-        bad = [b for b in grammar.reject(alive, tokens.tolist()) if b in where]
-        if not bad:
-            break
-        index = torch.tensor([where[b] for b in bad], device=logits.device)
-        batch_index = torch.tensor(bad, device=logits.device)
-        logits[index, tokens[batch_index]] = float("-inf")
-        live = torch.isfinite(logits[index]).any(-1)
-        index, batch_index = index[live], batch_index[live]
-        if len(index) == 0:
-            break
-        new_tokens, new_logps = _draw(logits[index], temperature, generator)
-        tokens[batch_index], logps[batch_index] = new_tokens, new_logps
-    else:
-        # Still rejected after MAX_RESAMPLES draws: check every remaining candidate and
-        # draw from those the parser accepts (exact, and rare: the mask is rarely that loose).
-        for b in grammar.reject(alive, tokens.tolist()):
-            if b not in where:
-                continue
-            i = where[b]
-            candidates = torch.isfinite(logits[i]).nonzero().squeeze(-1).tolist()
-            ok = grammar.accepted(alive[b], candidates)
-            keep = torch.zeros_like(logits[i], dtype=torch.bool)
-            keep[[c for c, good in zip(candidates, ok) if good]] = True
-            if not bool(keep.any()):
-                continue  # nothing acceptable: the row keeps its token, verdict False
-            logits[i] = logits[i].masked_fill(~keep, float("-inf"))
-            new_token, new_logp = _draw(logits[i][None], temperature, generator)
-            tokens[b], logps[b] = new_token[0], new_logp[0]
+    for b in grammar.reject(alive, tokens.tolist()):
+        if b not in where:
+            continue
+        i = where[b]
+        logits[i, tokens[b]] = float("-inf")
+        tok = _first_accepted(grammar, alive[b], logits[i], temperature, generator)
+        if tok is None:
+            continue  # nothing acceptable: the row keeps its token, verdict False
+        rejected = [t for t, v in grammar.rows[alive[b]].checked.items() if v is False]
+        if rejected:
+            logits[i, rejected] = float("-inf")
+        scaled = logits[i] / temperature if temperature > 0 else logits[i]
+        tokens[b] = tok
+        logps[b] = torch.log_softmax(scaled, -1)[tok]
     return tokens, logps
 
 
@@ -230,13 +238,6 @@ def _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temper
         return tokens, logps
     sub = torch.stack([_restrict(truncated[b], raw[b], m) for b, m in
                        zip(bad, masks) if m is not None])
-    index = torch.tensor(positions, device=raw.device)
-    sub[torch.arange(len(positions), device=raw.device), tokens[index]] = float("-inf")  # known rejected
-    live = torch.isfinite(sub).any(-1)
-    if bool(live.any()):
-        rows = live.nonzero().squeeze(-1)
-        new_tokens, new_logps = _draw(sub[rows], temperature, generator)
-        tokens[index[rows]], logps[index[rows]] = new_tokens, new_logps
     return _resample_rejected(grammar, alive, sub, tokens, logps, temperature, generator, positions)
 
 
