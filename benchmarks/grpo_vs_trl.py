@@ -2,7 +2,7 @@
 
 Same tiny model (densecode.testing.make_tiny_model, or --model DIR), same prompts,
 same group size G, completion length, learning rate, steps, one optimizer update
-per step (densecode ppo_epochs=1 / num_minibatches=1; TRL num_iterations=1,
+per step (densecode grpo.num_iterations=1 / num_minibatches=1; TRL num_iterations=1,
 per_device_train_batch_size = prompts×G), no KL (beta 0), clip-higher 0.2/0.28,
 token-level loss (TRL "bnpo" = DAPO token mean), temperature 1.0, top-p 0.95,
 and the same reward (fraction of even token ids in the completion). The first
@@ -82,13 +82,13 @@ def run_densecode(model_dir: str, args, run_dir: Path, score_pass: bool = False)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     cfg = load_config(None, [
-        "algo.name=grpo", f"train.batch_size={args.prompts}", f"algo.group_size={args.group_size}",
+        "algo.name=grpo", f"train.batch_size={args.prompts}", f"algo.grpo.group_size={args.group_size}",
         f"generation.max_new_tokens={args.max_new_tokens}", f"train.lr={args.lr}", "train.eval_every=0",
-        "train.save_every=0", "algo.ppo_epochs=1", "algo.num_minibatches=1", "generation.top_p=0.95",
-        f"generation.batch_size={args.prompts * args.group_size}", "algo.temperature_schedule={stages: [1.0]}",
-        "algo.truncation_masking=none", f"train.seed={args.seed}", f"algo.score_pass={str(score_pass).lower()}",
+        "train.save_every=0", "algo.grpo.num_iterations=1", "algo.num_minibatches=1", "generation.top_p=0.95",
+        f"generation.batch_size={args.prompts * args.group_size}", "algo.grpo.temperature_schedule={stages: [1.0]}",
+        "algo.grpo.truncation_masking=none", "algo.grpo.sequence_reward=mean", f"train.seed={args.seed}", f"algo.score_pass={str(score_pass).lower()}",
     ])
-    cfg.reward.weights = {}
+    cfg.reward.weights = {"kl": 0.0}  # as TRL's beta=0.0: no KL, no reference forward
     algo = GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=args.seed)
     trainer = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn, algo=algo,
                       run_dir=run_dir, progress=False)

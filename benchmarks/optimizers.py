@@ -1,4 +1,4 @@
-"""PPO-dense vs GRPO vs MicroCoder-GRPO (± dense signal) on the robotics suite, equal budgets.
+"""PPO-dense vs GRPO vs MicroCoder-GRPO (± dense signal, before/after issue #22), equal budgets.
 
 Every variant starts from the same model (default: the embedded densecode-tiny),
 trains for the same number of steps on the same RoboSim training tasks with the
@@ -7,18 +7,26 @@ same number of sampled responses per step (PPO: R prompts × 1; GRPO: R/G prompt
 on the same held-out tasks every `--eval-every` steps. Each variant is one
 `densecode train` run (a subprocess), so the numbers are what the CLI gives.
 
-Variants (all on configs/robotics*.yaml):
-  ppo-dense         configs/robotics.yaml: PPO + value head on dense per-token rewards
-  grpo              plain GRPO: fixed temperature 1.0, no truncation masking, symmetric
-                    clip 0.2, sequence-mean loss, no KL
-  microcoder        MicroCoder-GRPO (configs/robotics-grpo.yaml): conditional truncation
-                    masking, staged diversity-driven temperature, clip-higher, token loss
-  microcoder-dense  MicroCoder-GRPO + densecode's token-level term (syntax/lint/exception line)
+Variants (configs/<domain>.yaml and configs/<domain>-grpo.yaml, --domain robotics by default):
+  ppo-dense            PPO + value head on dense per-token rewards
+  grpo                 plain GRPO: fixed temperature 1.0, no truncation masking, symmetric
+                       clip 0.2, sequence-mean loss, no KL, outcome reward
+  microcoder           MicroCoder-GRPO (configs/<domain>-grpo.yaml): outcome reward, conditional
+                       truncation masking on cut-proof evidence, paper repetition test, staged
+                       diversity-driven temperature, clip-higher, token loss
+  microcoder-previous  the same before issue #22: per-token-mean dense sequence reward, a truncated
+                       response judged incorrect by any verdict (a cut-off program failing its tests
+                       counts), the any-period repetition test
+  microcoder-dense     MicroCoder-GRPO + densecode's token-level term (syntax/lint/exception line)
 
     .venv/bin/python benchmarks/optimizers.py --quick            # small budget (~minutes)
     .venv/bin/python benchmarks/optimizers.py --steps 150        # full budget
-Writes <out>/optimizers.png (held-out success and executability curves), <out>/optimizers.md (table)
-and <out>/optimizers.json; the runs stay in <out>/<variant>/.
+    # truncation masking, before vs after #22, with max_new_tokens lowered so 10-30% of responses are cut:
+    .venv/bin/python benchmarks/optimizers.py --variants microcoder-previous,microcoder \\
+        --max-new-tokens 64 --steps 24 --eval-every 8 --eval-tasks 100 --out runs/bench/masking
+Writes <out>/optimizers.png (held-out success and executability curves), <out>/optimizers.md (tables:
+held-out success, and for GRPO runs how many responses were truncated and masked, and why, summed over
+all steps) and <out>/optimizers.json; the runs stay in <out>/<variant>/.
 """
 
 from __future__ import annotations
@@ -31,15 +39,25 @@ import sys
 import time
 from pathlib import Path
 
+# name -> (config suffix after the domain, overrides)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
-    "ppo-dense": ("robotics", []),
-    "grpo": ("robotics-grpo", [
-        "algo.truncation_masking=none", "algo.grpo_clip_eps_high=0.2", "algo.loss_aggregation=sequence",
-        "algo.temperature_schedule={stages: [1.0], switch_steps: []}",
+    "ppo-dense": ("", []),
+    "grpo": ("-grpo", [
+        "algo.grpo.truncation_masking=none", "algo.grpo.clip_eps_high=0.2", "algo.grpo.loss_aggregation=sequence",
+        "algo.grpo.temperature_schedule={stages: [1.0], switch_steps: []}",
     ]),
-    "microcoder": ("robotics-grpo", []),
-    "microcoder-dense": ("robotics-grpo", ["algo.dense_in_grpo=true"]),
+    "microcoder": ("-grpo", []),
+    "microcoder-previous": ("-grpo", [
+        "algo.grpo.sequence_reward=mean", "algo.grpo.truncation_evidence=any_verdict",
+        "algo.grpo.repetition_test=any_period",
+    ]),
+    "microcoder-dense": ("-grpo", ["algo.grpo.dense=true"]),
 }
+
+# Per-step GRPO counts summed over a run (densecode/rl/grpo.py: truncation_mask, incorrect_reasons).
+MASK_KEYS = ("truncated", "truncated_incorrect", "truncated_incorrect_finished_wrong",
+             "truncated_incorrect_error_before_cut", "truncated_incorrect_any_verdict", "truncated_repetitive",
+             "eligible", "masked")
 
 SUCCESS_KEYS = ("eval/success_rate", "eval/success", "eval/pass_rate")
 
@@ -73,7 +91,8 @@ def read_run(run_dir: Path) -> dict:
 
 
 def run_variant(name: str, args, out: Path) -> dict:
-    config, extra = VARIANTS[name]
+    suffix, extra = VARIANTS[name]
+    config = f"{args.domain}{suffix}"
     run_dir = out / name
     if run_dir.exists() and (run_dir / "checkpoints" / "latest").is_file() and not args.force:
         print(f"[{name}] reusing finished run in {run_dir} (--force to rerun)", flush=True)
@@ -84,22 +103,26 @@ def run_variant(name: str, args, out: Path) -> dict:
         import shutil
 
         shutil.rmtree(run_dir)
-    grpo = config != "robotics"
+    grpo = bool(suffix)
     overrides = [
         f"train.steps={args.steps}", f"train.eval_every={args.eval_every}", f"train.eval_tasks={args.eval_tasks}",
         "train.save_every=0", f"train.seed={args.seed}", f"train.num_threads={args.threads}",
     ]
     if args.lr is not None:
         overrides.append(f"train.lr={args.lr}")
+    if args.max_new_tokens is not None:
+        overrides.append(f"generation.max_new_tokens={args.max_new_tokens}")
     if grpo:
         # Equal budget: the same number of sampled responses per step as PPO's prompts.
-        overrides += [f"algo.group_size={args.group_size}",
+        overrides += [f"algo.grpo.group_size={args.group_size}",
                       f"train.batch_size={args.responses_per_step // args.group_size}"]
-        if not any(o.startswith("algo.temperature_schedule") for o in extra):
+        if args.max_new_tokens is not None:
+            # The paper's repetition test needs 2 x window tokens; keep it able to fire.
+            overrides.append(f"algo.grpo.repetition_window={max(1, min(64, args.max_new_tokens // 2))}")
+        if not any(o.startswith("algo.grpo.temperature_schedule") for o in extra):
             # The paper switched at ~40% of its run; scale the stage switch to this budget.
-            # (a dict setting is replaced whole by --set; unset keys take the controller's defaults)
             switch = max(1, int(0.4 * args.steps))
-            overrides.append(f"algo.temperature_schedule={{stages: [0.6, 1.2], switch_steps: [{switch}]}}")
+            overrides.append(f"algo.grpo.temperature_schedule={{stages: [0.6, 1.2], switch_steps: [{switch}]}}")
     else:
         overrides.append(f"train.batch_size={args.responses_per_step}")
     cmd = [sys.executable, "-m", "densecode.cli", "train", "--config", config, "--output-dir", str(run_dir),
@@ -121,6 +144,30 @@ def run_variant(name: str, args, out: Path) -> dict:
     res["wall_s"] = float(res["train"][-1].get("elapsed_s", wall)) if res["train"] else wall
     print(f"[{name}] done in {wall:.0f}s; held-out success {res['curve']}", flush=True)
     return res
+
+
+def mask_counts(train: list[dict]) -> dict[str, float]:
+    """GRPO truncation counts summed over the run's steps (empty for PPO)."""
+    out = {k: sum(float(r.get(f"grpo/{k}", 0.0)) for r in train) for k in MASK_KEYS}
+    out["responses"] = sum(float(r.get("grpo/responses", 0.0)) for r in train)
+    return out if any(f"grpo/{MASK_KEYS[0]}" in r for r in train) else {}
+
+
+def mask_table(results: dict) -> str:
+    header = ("| variant | responses | truncated | judged incorrect: code finished, verdict wrong | "
+              "judged incorrect: error before the cut | judged incorrect: any verdict (previous rule) | "
+              "repetitive | eligible | masked |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for name, res in results.items():
+        c = mask_counts(res.get("train", []))
+        if not c:
+            continue
+        frac = c["truncated"] / c["responses"] if c["responses"] else float("nan")
+        lines.append(f"| {name} | {c['responses']:.0f} | {c['truncated']:.0f} ({frac:.1%}) | "
+                     f"{c['truncated_incorrect_finished_wrong']:.0f} | {c['truncated_incorrect_error_before_cut']:.0f} | "
+                     f"{c['truncated_incorrect_any_verdict']:.0f} | {c['truncated_repetitive']:.0f} | "
+                     f"{c['eligible']:.0f} | {c['masked']:.0f} |")
+    return "\n".join(lines)
 
 
 def plot(results: dict, path: Path, title: str) -> None:
@@ -167,6 +214,9 @@ def table(results: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--domain", default="robotics", help="configs/<domain>.yaml and <domain>-grpo.yaml (robotics, code)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="override generation.max_new_tokens (lower it so truncation happens)")
     p.add_argument("--quick", action="store_true", help="small budget: 20 steps, eval every 5 on 100 held-out tasks")
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--eval-every", type=int, default=25)
@@ -193,14 +243,16 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = {name: run_variant(name, args, out) for name in names}
-    title = (f"robotics held-out success, {args.steps} steps x {args.responses_per_step} responses "
-             f"(GRPO G={args.group_size})")
+    title = (f"{args.domain} held-out success, {args.steps} steps x {args.responses_per_step} responses "
+             f"(GRPO G={args.group_size}" + (f", max_new_tokens {args.max_new_tokens}" if args.max_new_tokens else "")
+             + ")")
     plot(results, out / "optimizers.png", title)
-    md = table(results)
+    md = table(results) + "\n\nTruncation masking, summed over all steps:\n\n" + mask_table(results)
     (out / "optimizers.md").write_text(f"{title}\n\n{md}\n")
     (out / "optimizers.json").write_text(json.dumps(
         {"args": vars(args), "results": {n: {"success": r["curve"], "executability": r.get("exec", []),
-                                             "wall_s": r["wall_s"]} for n, r in results.items()}},
+                                             "wall_s": r["wall_s"], "masking": mask_counts(r.get("train", []))}
+                                         for n, r in results.items()}},
         indent=2))
     print(f"\n{title}\n\n{md}\n\nwrote {out / 'optimizers.png'}, {out / 'optimizers.md'}")
     from densecode.eval.bench_records import emit, figure

@@ -102,7 +102,7 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_
         f"model.name_or_path={model_dir}", f"model.value_model={value_model}", "reward.weights={kl: 0.05}",
         "reward.code_regions=completion", f"generation.max_new_tokens={args.length}", "generation.top_p=1.0",
         f"generation.batch_size={args.batch}", f"train.batch_size={args.batch}", "train.lr=1e-5",
-        f"algo.ppo_epochs={args.epochs}", f"algo.num_minibatches={args.minibatches}", "train.eval_every=0",
+        f"algo.ppo.epochs={args.epochs}", f"algo.num_minibatches={args.minibatches}", "train.eval_every=0",
         "train.save_every=0", f"train.output_dir={out_dir}", f"algo.score_pass={str(score_pass).lower()}",
     ])
     torch.manual_seed(0)

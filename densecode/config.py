@@ -12,7 +12,9 @@ the dataclass here with a default and a comment saying why that default.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import importlib.resources
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,7 +25,9 @@ import yaml
 
 from densecode.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The default configs ship inside the package as data (in a checkout, densecode/configs is a link to the
+# top-level configs/, the one copy), so `--config robotics` resolves in any install, from any folder.
+CONFIG_DIR = Path(str(importlib.resources.files("densecode") / "configs"))
 
 
 @dataclass
@@ -31,18 +35,18 @@ class ModelConfig:
     # "densecode-tiny" is the embedded offline default; any local dir or hub id works.
     name_or_path: str = "densecode-tiny"
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on GPUs that support it, else fp32)
-    trust_remote_code: bool = False
-    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False  # run a hub model's own modelling code (only for checkpoints you trust)
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower steps
     # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
     value_model: str = "shared"
 
 
 @dataclass
 class LoraConfig:
-    enabled: bool = False
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    enabled: bool = False  # train LoRA adapters instead of every weight (the reference does, for 1.5B+ models)
+    r: int = 16  # adapter rank (reference)
+    alpha: int = 32  # scaling alpha / r = 2 (reference)
+    dropout: float = 0.05  # on the adapter input (reference)
     # Names follow Llama/Qwen; GPT-2 style models use c_attn/c_proj/c_fc.
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -51,27 +55,26 @@ class LoraConfig:
 
 @dataclass
 class GenerationConfig:
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = 0
+    max_new_tokens: int = 128  # response length limit; a response cut here has finish_reason "length"
+    temperature: float = 1.0  # rollout sampling temperature (PPO; GRPO's schedule is algo.grpo.temperature_schedule)
+    top_p: float = 0.95  # nucleus sampling (reference 0.95); 1.0 = off
+    top_k: int = 0  # 0 = off
     grammar: str = "off"  # off | check | constrain (SynCode logits processor)
     # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
     # else after its last ``` fence, else nothing) | prompt | none.
     grammar_code_prefix: str = "auto"
+    # Strings that end a response (cut before them); empty = the domain's own stop strings at eval.
     stop: list[str] = field(default_factory=list)
-    batch_size: int = 16
-    # Penalty added to the last token of a response that ended without EOS/stop (0 disables).
-    missing_eos_penalty: float = 0.0
+    batch_size: int = 16  # rows per generate() call (memory vs speed; results do not depend on it)
 
 
 @dataclass
 class RewardConfig:
     mode: str = "dense"  # dense | sparse (same components summed onto the last token)
     code_regions: str = "auto"  # auto | completion | fenced
-    # Merged over densecode.rewards.default_weights(domain) (the reference weights: code
-    # lint/syntax/dfg 0.1, tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9);
-    # a weight of 0 switches a component off.
+    # Merged over the domain's default weights (the reference weights: code lint/syntax/dfg 0.1,
+    # tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9); a weight of 0 switches a
+    # component off. `missing_eos: W` puts -W on the last token of a response cut by the length limit.
     weights: dict[str, float] = field(default_factory=dict)
     # Per-component options, e.g. {"tests": {"fail_penalty": -0.3}, "syntax": {"source": "python"}}.
     components: dict[str, dict] = field(default_factory=dict)
@@ -80,66 +83,144 @@ class RewardConfig:
 
 
 @dataclass
-class AlgoConfig:
-    name: str = "ppo"  # ppo | grpo
-    # PPO (reference settings from method.md §1)
+class PPOConfig:
+    """PPO on per-token rewards with a value model (densecode/rl/ppo.py); names follow TRL's PPOConfig."""
+
+    epochs: int = 4  # passes over each rollout batch (TRL num_ppo_epochs)
     gamma: float = 1.0
     lam: float = 0.95
-    ppo_epochs: int = 4
-    num_minibatches: int = 1
-    grad_accum_steps: int = 1
-    clip_eps: float = 0.2
-    clip_eps_high: float = 0.2  # GRPO clip-higher sets this to 0.28
-    value_clip: float = 0.3
+    clip_eps: float = 0.2  # TRL cliprange
+    clip_eps_high: float = 0.2  # upper ratio bound 1 + clip_eps_high; = clip_eps is PPO's symmetric clip
+    value_clip: float = 0.3  # TRL cliprange_value
     vf_coef: float = 1.0
     ent_coef: float = 0.0
-    max_grad_norm: float = 1.0
     whiten_advantages: bool = True
     # Learning rate of the value head (and separate critic); 0 = train.lr. A zero-initialised
     # head at an RL-sized policy lr (1e-6..1e-5) takes hundreds of steps to fit the returns.
     vf_lr: float = 0.0
-    kl_estimator: str = "k3"  # k1 | k3
-    kl_coef: float = 0.05
+    # The reward's KL weight (reward.weights.kl) adapted towards target_kl (Ziegler et al.); the
+    # controller measures the KL with the estimator the reward's kl component uses.
     adaptive_kl: bool = False
     target_kl: float = 6.0
     kl_horizon: int = 10000
-    # Rollout scoring: False = log pi_old and V from the sampling pass itself (only the
-    # reference runs a forward pass); True = a separate no-grad forward pass for them.
+
+
+@dataclass
+class TemperatureScheduleConfig:
+    """MicroCoder's staged, diversity-driven sampling temperature (densecode/rl/temperature.py)."""
+
+    stages: list[float] = field(default_factory=lambda: [0.6, 1.2])  # never ramps: always one of these
+    # Step at which each later stage starts (one fewer than stages; ignored for one stage = a fixed temperature).
+    switch_steps: list[int] = field(default_factory=lambda: [140])  # paper: ~step 140
+    metric: str = "distinct_4"  # distinct_4 | edit_distance (densecode/rl/diversity.py)
+    window: int = 8  # steps of diversity history behind level and trend
+    floor: float = 0.25  # level below this (collapsed onto few outputs) -> next stage at once
+    min_slope: float = 0.0  # "falling" = trend below -min_slope per step ...
+    min_drop: float = 0.1  # ... and the level at least this far below the stage's first full window
+    # Initial choice (off when empty): after the first full window, start at stage k = how many of these
+    # levels lie above the measured level (non-increasing, one per later stage) ...
+    initial_levels: list[float] = field(default_factory=list)
+    # ... plus one stage when that window's trend is below -initial_falling_slope (null = trend not used).
+    initial_falling_slope: float | None = None
+    # Step down one stage when outputs turn chaotic (null = off): the diversity level above `ceiling`, or the
+    # share of unparsable outputs (syntax component) rising by `unparsable_rise` over the stage's first window.
+    ceiling: float | None = None
+    unparsable_rise: float | None = None
+
+
+@dataclass
+class GRPOConfig:
+    """MicroCoder-GRPO (densecode/rl/grpo.py); names follow TRL's GRPOConfig where it has one."""
+
+    group_size: int = 8  # G responses per prompt (TRL num_generations)
+    num_iterations: int = 1  # passes over each rollout batch (TRL num_iterations; GRPO's mu)
+    clip_eps: float = 0.2  # TRL epsilon
+    clip_eps_high: float = 0.28  # DAPO clip-higher (TRL epsilon_high)
+    beta: float = 0.0  # k3 KL loss term against the reference; MicroCoder/DAPO use none (TRL beta)
+    loss_aggregation: str = "token"  # token (DAPO) | sequence (GRPO)
+    # r_i of the group advantage: outcome = the task's verifiable outcome (tests pass rate, sim success);
+    # mean | sum = the per-token mean / sum of the weighted dense rewards.
+    sequence_reward: str = "outcome"
+    truncation_masking: str = "conditional"  # conditional (MicroCoder) | all (DAPO overlong filtering) | none
+    # "Judged incorrect" (keeps a truncated response's advantage) from: cut_proof = evidence the cut did not
+    # cause (docs/grpo.md) | any_verdict = any verdict component's verdict (the rule before issue #22).
+    truncation_evidence: str = "cut_proof"
+    verdict_components: list[str] = field(default_factory=lambda: ["syntax", "tests", "sim"])
+    truncation_rho: float = 0.3  # share of eligible truncated responses masked (paper: 10% and 30% appear)
+    repetition_test: str = "paper"  # paper: last `window` tokens == the `window` before | any_period: period 1..w
+    # m of the repetition test. The paper's 128 is for long responses; the paper test needs 2m tokens, so
+    # 64 fits generation.max_new_tokens 128 (a warning says when 2m > max_new_tokens: it can never fire).
+    repetition_window: int = 64
+    # densecode's extension: a token-level term from the attributable parts of these components.
+    dense: bool = False
+    dense_scale: float = 0.5
+    # syntax/lint by their values, others (sim, tests) by their located diagnostics only (the line that raised).
+    dense_components: list[str] = field(default_factory=lambda: ["syntax", "lint", "sim", "tests"])
+    # MicroCoder uses beta = 0: a KL weight in the reward (reward.weights.kl, e.g. from a PPO config) is an
+    # error for GRPO unless this is true.
+    allow_reward_kl: bool = False
+    temperature_schedule: TemperatureScheduleConfig = field(default_factory=TemperatureScheduleConfig)
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "ppo"  # ppo | grpo: which of the sections below is used
+    # The update loop, shared: each epoch/iteration splits the batch into minibatches (one optimizer step each).
+    num_minibatches: int = 1
+    grad_accum_steps: int = 1
+    max_grad_norm: float = 1.0
+    # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
+    # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
     score_pass: bool = False
-    # GRPO
-    group_size: int = 8
-    loss_aggregation: str = "token"  # token (DAPO) | sequence
-    truncation_masking: str = "conditional"  # conditional | all | none
-    truncation_rho: float = 0.3
-    repetition_window: int = 128
-    dense_in_grpo: bool = False
-    dense_in_grpo_scale: float = 0.5
-    # Which components feed the dense term: syntax/lint by their values, others (sim, tests) by
-    # their located diagnostics only (the line that raised), never their spread score.
-    dense_in_grpo_components: list[str] = field(default_factory=lambda: ["syntax", "lint", "sim", "tests"])
-    # MicroCoder/DAPO use no KL loss (beta = 0); kl_coef above is PPO's. > 0 adds a k3 term vs the reference.
-    grpo_kl_coef: float = 0.0
-    # DAPO clip-higher for GRPO (clip_eps_high above stays PPO's symmetric 0.2).
-    grpo_clip_eps_high: float = 0.28
-    # GRPO sequence reward from the per-token totals: mean (length-neutral) | sum (grows with length).
-    grpo_sequence_reward: str = "mean"
-    # GRPO sampling temperature (densecode/rl/temperature.py): {} = MicroCoder's staged 0.6 -> 1.2 with
-    # diversity-driven early raise; {stages: [1.0], switch_steps: []} = a fixed temperature.
-    temperature_schedule: dict[str, Any] = field(default_factory=dict)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+
+
+# Keys of earlier configs: loading one is an error that names its replacement.
+RENAMED_KEYS: dict[str, str] = {
+    "algo.ppo_epochs": "algo.ppo.epochs (GRPO: algo.grpo.num_iterations)",
+    "algo.gamma": "algo.ppo.gamma",
+    "algo.lam": "algo.ppo.lam",
+    "algo.clip_eps": "algo.ppo.clip_eps (GRPO: algo.grpo.clip_eps)",
+    "algo.clip_eps_high": "algo.ppo.clip_eps_high (GRPO: algo.grpo.clip_eps_high)",
+    "algo.value_clip": "algo.ppo.value_clip",
+    "algo.vf_coef": "algo.ppo.vf_coef",
+    "algo.ent_coef": "algo.ppo.ent_coef",
+    "algo.whiten_advantages": "algo.ppo.whiten_advantages",
+    "algo.vf_lr": "algo.ppo.vf_lr",
+    "algo.kl_estimator": "reward.components.kl.estimator (the reward's kl component chooses k1/k3)",
+    "algo.kl_coef": "reward.weights.kl (algo.kl_coef was never read; GRPO's KL loss term is algo.grpo.beta)",
+    "algo.adaptive_kl": "algo.ppo.adaptive_kl",
+    "algo.target_kl": "algo.ppo.target_kl",
+    "algo.kl_horizon": "algo.ppo.kl_horizon",
+    "algo.group_size": "algo.grpo.group_size",
+    "algo.loss_aggregation": "algo.grpo.loss_aggregation",
+    "algo.truncation_masking": "algo.grpo.truncation_masking",
+    "algo.truncation_rho": "algo.grpo.truncation_rho",
+    "algo.repetition_window": "algo.grpo.repetition_window",
+    "algo.dense_in_grpo": "algo.grpo.dense",
+    "algo.dense_in_grpo_scale": "algo.grpo.dense_scale",
+    "algo.dense_in_grpo_components": "algo.grpo.dense_components",
+    "algo.grpo_kl_coef": "algo.grpo.beta",
+    "algo.grpo_clip_eps_high": "algo.grpo.clip_eps_high",
+    "algo.grpo_sequence_reward": "algo.grpo.sequence_reward",
+    "algo.temperature_schedule": "algo.grpo.temperature_schedule",
+    "generation.missing_eos_penalty": "reward.weights.missing_eos (the penalty's size, >= 0; a reward component now)",
+}
 
 
 @dataclass
 class TrainingConfig:
-    steps: int = 100
+    steps: int = 100  # total optimiser steps (one rollout batch each)
     batch_size: int = 16  # prompts per step (PPO) / groups per step (GRPO)
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    seed: int = 0
-    output_dir: str = "runs/densecode"
-    save_every: int = 50
-    eval_every: int = 25
-    eval_tasks: int = 64
-    log_every: int = 1
+    lr: float = 1e-5  # policy learning rate (AdamW); the value head's is algo.ppo.vf_lr
+    weight_decay: float = 0.0  # AdamW weight decay
+    seed: int = 0  # seeds sampling, minibatch order and task draws (a step's seeds derive from it: exact resume)
+    output_dir: str = "runs/densecode"  # the run directory (config.yaml, metrics.jsonl, checkpoints/, ...)
+    save_every: int = 50  # checkpoint every N steps (and always at the end); 0 = only at the end
+    eval_every: int = 25  # held-out eval every N steps, at step 0 and at the end; 0 = never
+    eval_tasks: int = 64  # held-out tasks per eval (the same tasks every time)
+    log_every: int = 1  # a metrics.jsonl / TensorBoard row every N steps
     # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
     rollouts_every: int = 10
     mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
@@ -155,10 +236,10 @@ class SandboxConfig:
     # CPU time decides "too slow" (independent of machine load); the wall clock catches sleepers.
     # MBPP reference solutions use < 0.01 s CPU except task 123 (2.5 s), which times out as upstream.
     timeout_s: float = 5.0
-    cpu_s: float = 2.0
+    cpu_s: float = 2.0  # CPU seconds per program; over it the program is killed and judged `timeout`
     memory_mb: int = 1024  # address space (RLIMIT_AS); numpy alone maps ~300 MB
-    max_procs: int = 16
-    file_size_mb: int = 16
+    max_procs: int = 16  # processes per program (RLIMIT_NPROC under the pool's own uid): stops fork bombs
+    file_size_mb: int = 16  # largest file a program may write in its private /tmp (RLIMIT_FSIZE)
     output_bytes: int = 1048576  # stdout+stderr kept per program; more kills it (output_limit)
 
 
@@ -172,8 +253,9 @@ class DensecodeConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainingConfig = field(default_factory=TrainingConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    # Task source options (domain-specific): e.g. {"path": "tasks.jsonl"} or {"simulator": "module:Class"}.
-    tasks: dict[str, Any] = field(default_factory=dict)
+    # The domain's options (its `Options` dataclass, e.g. densecode.domains.robotics.RoboticsOptions);
+    # typed once the domain is known, so unknown keys and wrong types are errors like everywhere else.
+    tasks: Any = None
 
 
 # ---------------------------------------------------------------- type checking
@@ -242,6 +324,11 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+def apply_mapping(obj: Any, data: dict, source: str, prefix: str = "") -> None:
+    """Set the fields of dataclass `obj` from a mapping, type-checked; errors name `prefix+key` and `source`."""
+    _apply(obj, data, source, prefix)
+
+
 def _apply(obj: Any, data: dict, source: str, prefix: str = "") -> None:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: section '{prefix.rstrip('.') or '<top>'}' must be a mapping, got {data!r}")
@@ -249,6 +336,8 @@ def _apply(obj: Any, data: dict, source: str, prefix: str = "") -> None:
     for key, value in data.items():
         full = f"{prefix}{key}"
         if key not in types_:
+            if full in RENAMED_KEYS:
+                raise ConfigError(f"{source}: key '{full}' was renamed: use {RENAMED_KEYS[full]}")
             known = ", ".join(sorted(types_))
             raise ConfigError(f"{source}: unknown key '{full}' (known keys here: {known})")
         tp = types_[key]
@@ -291,9 +380,10 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """A path as given, or a bare name found in the project's `configs/` (e.g. 'robotics')."""
+    """A YAML file as given, else a default config shipped with the package by name ('robotics' or
+    'robotics.yaml'); a name found nowhere comes back unchanged for the caller's "not found" error."""
     path = Path(name)
-    if path.exists():
+    if path.is_file():
         return path
     for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
         if candidate.is_file():
@@ -326,14 +416,61 @@ def load_config(
 ) -> DensecodeConfig:
     """Defaults ← YAML file (and its `base` chain) ← `--set` overrides."""
     cfg = base if base is not None else DensecodeConfig()
+    # `tasks:` is typed by the domain's Options class, known only once every layer has set `domain`.
+    tasks_layers: list[tuple[Any, str]] = []
+    source_dir = None
     if path is not None:
-        for data, source in _read_yaml(resolve_config_path(path)):
+        resolved = resolve_config_path(path)
+        source_dir = resolved.resolve().parent
+        for data, source in _read_yaml(resolved):
+            data = dict(data)
+            if "tasks" in data:
+                tasks_layers.append((data.pop("tasks"), source))
             _apply(cfg, data, source)
     for text in overrides or []:
         key, value = parse_override(text)
-        _apply(cfg, _nest(key, value), f"--set {text}")
+        nested = _nest(key, value)
+        if "tasks" in nested:
+            tasks_layers.append((nested.pop("tasks"), f"--set {text}"))
+        _apply(cfg, nested, f"--set {text}")
+    cfg.tasks = build_task_options(cfg.domain, tasks_layers, cfg.tasks, source_dir)
+    # Where relative paths and modules named by the config resolve from (not a config field).
+    cfg.source_dir = source_dir
     validate(cfg)
     return cfg
+
+
+def build_task_options(domain: str, layers: list[tuple[Any, str]], current: Any = None,
+                       source_dir: Path | None = None) -> Any:
+    """The domain's Options dataclass from the raw `tasks:` layers, base first.
+
+    A key set to null goes back to its default (or, if this domain has no such key, is dropped: a plug-in
+    config whose base is robotics.yaml writes `sim: null` to unset RoboSim's options).
+    """
+    from densecode.domains.registry import get_domain_class
+
+    merged: dict = {}
+    for data, source in layers:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: section 'tasks' must be a mapping, got {data!r}")
+        merged.update(data)
+    if dataclasses.is_dataclass(current) and not isinstance(current, type):
+        merged = {**dataclasses.asdict(current), **merged}
+    cls = get_domain_class(domain, merged, source_dir).Options
+    opts = current if isinstance(current, cls) else cls()
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    # Keys this domain lacks that a layer unsets with null are dropped from every layer.
+    dropped = {k for data, _ in layers for k, v in data.items() if v is None and k not in names}
+    for data, source in layers:
+        for key, value in data.items():
+            if key in dropped:
+                continue
+            if value is None and key in names:
+                setattr(opts, key, copy.deepcopy(getattr(defaults, key)))
+            else:
+                _apply(opts, {key: value}, source, prefix="tasks.")
+    return opts
 
 
 _CHOICES = {
@@ -341,10 +478,12 @@ _CHOICES = {
     "reward.mode": ("dense", "sparse"),
     "reward.code_regions": ("auto", "completion", "fenced"),
     "algo.name": ("ppo", "grpo"),
-    "algo.kl_estimator": ("k1", "k3"),
-    "algo.loss_aggregation": ("token", "sequence"),
-    "algo.truncation_masking": ("conditional", "all", "none"),
-    "algo.grpo_sequence_reward": ("mean", "sum"),
+    "algo.grpo.loss_aggregation": ("token", "sequence"),
+    "algo.grpo.truncation_masking": ("conditional", "all", "none"),
+    "algo.grpo.sequence_reward": ("outcome", "mean", "sum"),
+    "algo.grpo.repetition_test": ("paper", "any_period"),
+    "algo.grpo.truncation_evidence": ("cut_proof", "any_verdict"),
+    "algo.grpo.temperature_schedule.metric": ("distinct_4", "edit_distance"),
     "model.value_model": ("shared", "separate"),
     "train.mixed_precision": ("no", "bf16", "fp16"),
 }

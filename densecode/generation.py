@@ -69,6 +69,7 @@ class Generation:
     # With collect_hidden: the last layer's hidden state each token was sampled from
     # ([len(token_ids) (+1 with EOS), H], policy dtype): a value head's input, V(s_t).
     hidden: torch.Tensor | None = None
+    stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,6 +89,7 @@ class _Row:
     stop_at: int | None = None  # character offset of the first stop string
     scanned_chars: int = 0
     fallbacks: int = 0  # grammar parser failures (the row then decodes unconstrained)
+    stop_token_id: int | None = None
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -324,7 +326,7 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
             if hidden is not None:
                 row.hidden.append(hidden[b])
             if tok in eos_ids:
-                row.finish_reason = "eos"
+                row.finish_reason, row.stop_token_id = "eos", tok
                 row.eos_policy_logprob = policy_token_logp[b]
                 finished.append(b)
                 continue
@@ -448,6 +450,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             finish_reason=row.finish_reason,
             grammar_fallbacks=row.fallbacks,
             sample_index=row.sample_index,
+            stop_token_id=row.stop_token_id,
             policy_logprobs=list(policy),
             eos_policy_logprob=row.eos_policy_logprob,
             hidden=(torch.stack(row.hidden[:len(ids) + (row.finish_reason == "eos")]) if row.hidden else None),

@@ -57,19 +57,31 @@ def test_repetition_paper_case_period_equals_window():
     assert not is_repetitive(list(range(50)) + body + list(range(200, 208)), window=8)
 
 
-def test_repetition_short_period_that_does_not_divide_window():
-    loop = [7, 8, 9] * 100  # period 3; 128 % 3 != 0, the literal m-vs-m test would miss it
-    assert is_repetitive(list(range(20)) + loop, window=128)
-    assert not is_repetitive(list(range(300)), window=128)
+def test_repetition_paper_test_is_last_m_equal_to_the_m_before():
+    block = list(range(100, 128))  # m = 28 distinct tokens
+    assert is_repetitive([1, 2, 3] + block + block, window=28)  # default test: paper
+    assert not is_repetitive(block + block[:-1] + [0], window=28)  # one token differs
+    assert not is_repetitive(block + block, window=29)  # shorter than 2m is never repetitive
+    assert not is_repetitive(block, window=28)
+    assert not is_repetitive([], window=128) and not is_repetitive([5, 5], window=0)
 
 
-def test_repetition_short_responses():
-    assert not is_repetitive([], window=128)
-    assert not is_repetitive([5], window=128)
-    assert is_repetitive([1, 2, 1, 2], window=128)  # w = 2
-    assert not is_repetitive([1, 2, 3, 4, 5, 6], window=128)
+def test_repetition_paper_misses_what_any_period_catches():
+    loop = [7, 8, 9] * 100  # period 3; 128 % 3 != 0, the literal m-vs-m test misses it
+    assert not is_repetitive(list(range(20)) + loop, window=128, test="paper")
+    assert is_repetitive(list(range(20)) + loop, window=128, test="any_period")
+    assert not is_repetitive(list(range(300)), window=128, test="any_period")
+    with pytest.raises(ValueError, match="repetition_test"):
+        is_repetitive([1, 1], window=1, test="broad")
+
+
+def test_repetition_any_period_short_responses():
+    rep = lambda ids, w: is_repetitive(ids, window=w, test="any_period")
+    assert not rep([], 128) and not rep([5], 128)
+    assert rep([1, 2, 1, 2], 128)  # w = 2
+    assert not rep([1, 2, 3, 4, 5, 6], 128)
     # a loop that stopped: the tail is new, so not repetitive
-    assert not is_repetitive([1, 2] * 20 + list(range(10, 30)), window=10)
+    assert not rep([1, 2] * 20 + list(range(10, 30)), 10)
 
 
 # ------------------------------------------------------------------ truncation masking
@@ -316,7 +328,19 @@ def test_one_stage_schedule_is_fixed():
 # ------------------------------------------------------------------ the strategy object on a fake batch
 
 
-def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=None, syntax_ok=None, length=6):
+def _fake_sample(ids):
+    """One response token per line ("t\\n" each), all code: every token before the last is on a finished line."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    spans = [(2 * k, 2 * k + 2) for k in range(len(ids))]
+    return SimpleNamespace(response="t\n" * len(ids), token_spans=spans,
+                           code_token_mask=lambda: np.ones(len(ids), dtype=bool))
+
+
+def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=None, syntax_ok=None, length=6,
+                syntax_diagnostics=None):
     from types import SimpleNamespace
 
     import numpy as np
@@ -327,12 +351,15 @@ def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=N
         mask[i, : len(ids)] = 1
     outputs = {}
     if syntax_values is not None:
-        outputs["syntax"] = [SimpleNamespace(values=np.asarray(v, dtype=np.float32), diagnostics=[],
-                                             info={"syntax_ok": float(ok)}) for v, ok in zip(syntax_values, syntax_ok)]
+        diags = syntax_diagnostics or [[] for _ in syntax_values]
+        outputs["syntax"] = [SimpleNamespace(values=np.asarray(v, dtype=np.float32), diagnostics=d,
+                                             info={"syntax_ok": float(ok)})
+                             for v, ok, d in zip(syntax_values, syntax_ok, diags)]
     return SimpleNamespace(
         response_mask=mask, prompt_index=torch.tensor(prompt_index), sequence_rewards=torch.tensor(seq_rewards),
         rewards=None, truncated=list(truncated), temperature=0.6,
         responses=[SimpleNamespace(token_ids=list(ids)) for ids in token_ids],
+        samples=[_fake_sample(ids) for ids in token_ids],
         reward_outputs=SimpleNamespace(outputs=outputs, weights={"syntax": 0.1}),
         advantages=None, returns=None,
     )
@@ -341,7 +368,7 @@ def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=N
 def test_algorithm_groups_by_prompt_index_not_position():
     from densecode.rl.grpo import GRPOAlgorithm
 
-    algo = GRPOAlgorithm(group_size=2, truncation_masking="none")
+    algo = GRPOAlgorithm(group_size=2, truncation_masking="none", sequence_reward="sum")
     # rows interleaved: prompts 0,1,0,1
     batch = _fake_batch([1.0, 5.0, 0.0, 5.0], [0, 1, 0, 1], [False] * 4, [[1, 2], [3], [4, 5, 6], [7]])
     stats = algo.compute_advantages(batch)
@@ -359,16 +386,19 @@ def test_algorithm_masks_only_truncated_not_incorrect():
     from densecode.rl.grpo import GRPOAlgorithm
 
     # rho = 1: every eligible sample is masked; the truncated-but-syntax-error one keeps its advantage
-    algo = GRPOAlgorithm(group_size=4, truncation_masking="conditional", truncation_rho=1.0)
+    algo = GRPOAlgorithm(group_size=4, truncation_masking="conditional", truncation_rho=1.0, sequence_reward="sum")
+    error_on_token_2 = {"rule": "syntax-error", "tokens": [2, 3], "value": -1.0, "message": "invalid syntax"}
     batch = _fake_batch(
         [1.0, 0.0, 0.0, 1.0], [0, 0, 0, 0], [True, True, False, False],
         [[1, 2, 3, 4, 5, 6], [9, 8, 7, 6, 5, 4], [1], [2]],
         syntax_values=[[1] * 6, [1, 1, -1, 0, 0, 0], [1], [1]], syntax_ok=[1, 0, 1, 1],
+        syntax_diagnostics=[[], [error_on_token_2], [], []],
     )
     stats = algo.compute_advantages(batch)
     assert torch.equal(batch.advantages[0], torch.zeros(6))  # truncated, not judged incorrect: masked
     assert batch.advantages[1, 0] == pytest.approx(-1.0, abs=1e-4)  # truncated but syntax error: kept
     assert stats["grpo/masked"] == 1.0 and stats["grpo/truncated_incorrect"] == 1.0
+    assert stats["grpo/truncated_incorrect_error_before_cut"] == 1.0
 
 
 def test_algorithm_dense_term_marks_the_failing_token():
@@ -378,10 +408,11 @@ def test_algorithm_dense_term_marks_the_failing_token():
     kwargs = {"seq_rewards": [0.0, 0.0], "prompt_index": [0, 0], "truncated": [False, False],
               "token_ids": [[1, 2, 3, 4], [5, 6, 7, 8]], "syntax_values": syntax, "syntax_ok": [1, 0], "length": 4}
     plain = _fake_batch(**kwargs)
-    GRPOAlgorithm(group_size=2, dense_in_grpo=False).compute_advantages(plain)
+    GRPOAlgorithm(group_size=2, dense_in_grpo=False, sequence_reward="sum").compute_advantages(plain)
     assert torch.equal(plain.advantages, torch.zeros(2, 4))  # equal rewards: plain GRPO learns nothing
     dense = _fake_batch(**kwargs)
-    GRPOAlgorithm(group_size=2, dense_in_grpo=True, dense_in_grpo_scale=0.5).compute_advantages(dense)
+    GRPOAlgorithm(group_size=2, dense_in_grpo=True, dense_in_grpo_scale=0.5,
+                  sequence_reward="sum").compute_advantages(dense)
     adv = dense.advantages
     assert adv[1, 1] == adv.min() and adv[1, 1] < 0  # the rejected token gets the lowest advantage
     assert (adv[0] > 0).all()
@@ -397,20 +428,22 @@ def test_sequence_reward_mean_is_length_neutral():
     batch = SimpleNamespace(rewards=torch.ones(2, 4) * mask, response_mask=mask, sequence_rewards=None)
     assert sequence_rewards(batch, "sum").tolist() == [4.0, 2.0]
     assert sequence_rewards(batch, "mean").tolist() == [1.0, 1.0]
-    with pytest.raises(ValueError, match="grpo_sequence_reward"):
+    with pytest.raises(ValueError, match="sequence_reward"):
         sequence_rewards(batch, "max")
 
 
 @pytest.mark.parametrize("name", ["robotics-grpo", "code-grpo"])
 def test_grpo_configs_build_microcoder(name):
     from densecode.config import load_config
-    from densecode.train_cli import build_algorithm
+    from densecode.cli.train import build_algorithm
 
     cfg = load_config(name)
     algo = build_algorithm(cfg)
     assert algo.name == "grpo" and not algo.needs_value_head and not algo.needs_reference
     assert (algo.clip_eps, algo.clip_eps_high, algo.kl_coef) == (0.2, 0.28, 0.0)
     assert algo.truncation_masking == "conditional" and algo.loss_aggregation == "token"
+    assert algo.sequence_reward == "outcome" and algo.repetition_test == "paper" and algo.epochs == 4
+    assert algo.truncation_evidence == "cut_proof"
     assert algo.sampling_temperature(0) == 0.6 and algo.samples_per_prompt == 8
     assert cfg.reward.weights["kl"] == 0.0
 
@@ -440,7 +473,7 @@ def test_bad_grpo_settings_are_clear_cli_errors(capsys, tiny_model_dir, tmp_path
 
     common = ["train", "--config", "robotics-grpo", "--model", str(tiny_model_dir), "--no-progress",
               "--set", "train.num_threads=1"]  # robotics.yaml's 2 threads would stay set for later tests
-    rc = main(common + ["--output-dir", str(tmp_path / "a"), "--set", "algo.temperature_schedule={stages: [1.2, 0.6]}"])
+    rc = main(common + ["--output-dir", str(tmp_path / "a"), "--set", "algo.grpo.temperature_schedule={stages: [1.2, 0.6]}"])
     assert rc == 2 and "must not decrease" in capsys.readouterr().err
-    rc = main(common + ["--output-dir", str(tmp_path / "b"), "--set", "algo.group_size=1"])
+    rc = main(common + ["--output-dir", str(tmp_path / "b"), "--set", "algo.grpo.group_size=1"])
     assert rc == 2 and "group_size must be >= 2" in capsys.readouterr().err

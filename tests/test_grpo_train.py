@@ -34,8 +34,9 @@ def _trainer(tiny_model_dir, tmp_path, overrides):
     torch.set_num_threads(1)  # an earlier CLI test may have left robotics.yaml's 2 threads set
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    cfg = load_config(None, ["algo.name=grpo", "train.batch_size=4", "algo.group_size=4", "generation.max_new_tokens=12",
-                             "train.lr=3e-3", "train.eval_every=0", "train.save_every=0", "algo.ppo_epochs=1"] + overrides)
+    cfg = load_config(None, ["algo.name=grpo", "train.batch_size=4", "algo.grpo.group_size=4", "generation.max_new_tokens=12",
+                             "train.lr=3e-3", "train.eval_every=0", "train.save_every=0", "algo.grpo.num_iterations=1",
+                             "algo.grpo.sequence_reward=mean"] + overrides)
     cfg.reward.weights = {"kl": 0.0}  # no KL reward: the trivial reward is the whole signal
     algo = GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=cfg.train.seed)
     return Trainer(cfg, model=model, tokenizer=tok, task_source=_Prompts(), reward_fn=_even_token_reward, algo=algo,
@@ -44,7 +45,7 @@ def _trainer(tiny_model_dir, tmp_path, overrides):
 
 @pytest.mark.timeout(120)
 def test_grpo_improves_trivial_task(tiny_model_dir, tmp_path):
-    trainer, _ = _trainer(tiny_model_dir, tmp_path, ["algo.temperature_schedule={stages: [1.0]}"])
+    trainer, _ = _trainer(tiny_model_dir, tmp_path, ["algo.grpo.temperature_schedule={stages: [1.0]}"])
     rewards = [trainer.train_step(step)["grpo/reward_mean"] for step in range(30)]  # per-token mean
     first, last = np.mean(rewards[:5]), np.mean(rewards[-5:])
     assert first < 0.62, rewards
@@ -54,7 +55,7 @@ def test_grpo_improves_trivial_task(tiny_model_dir, tmp_path):
 @pytest.mark.timeout(120)
 def test_importance_ratio_uses_the_sampling_temperature(tiny_model_dir, tmp_path):
     # MicroCoder's schedule starts at 0.6: the first epoch's ratio must be exactly 1 (same T for old and new).
-    trainer, algo = _trainer(tiny_model_dir, tmp_path, ["algo.temperature_schedule={switch_steps: [2]}"])
+    trainer, algo = _trainer(tiny_model_dir, tmp_path, ["algo.grpo.temperature_schedule={switch_steps: [2]}"])
     temps = []
     for step in range(3):
         st = trainer.train_step(step)
@@ -70,7 +71,7 @@ def test_importance_ratio_uses_the_sampling_temperature(tiny_model_dir, tmp_path
 
 @pytest.mark.timeout(120)
 def test_kl_loss_term_gets_reference_logprobs(tiny_model_dir, tmp_path):
-    trainer, algo = _trainer(tiny_model_dir, tmp_path, ["algo.grpo_kl_coef=0.1", "algo.ppo_epochs=2"])
+    trainer, algo = _trainer(tiny_model_dir, tmp_path, ["algo.grpo.beta=0.1", "algo.grpo.num_iterations=2"])
     assert algo.needs_reference and trainer.reference is not None
     st = trainer.train_step(0)
     assert st["grpo/kl_ref"] > 0.0  # 0 on the first epoch, > 0 once the first update moved the policy
@@ -87,9 +88,9 @@ def test_cli_train_robotics_grpo_end_to_end_and_resume(tiny_model_dir, tmp_path)
 
     run = tmp_path / "run"
     common = ["--model", str(tiny_model_dir), "--output-dir", str(run), "--no-progress",
-              "--set", "train.batch_size=2", "--set", "algo.group_size=4", "--set", "generation.max_new_tokens=24",
+              "--set", "train.batch_size=2", "--set", "algo.grpo.group_size=4", "--set", "generation.max_new_tokens=24",
               "--set", "train.eval_every=0", "--set", "train.save_every=1", "--set", "train.num_threads=1",
-              "--set", "algo.ppo_epochs=1"]
+              "--set", "algo.grpo.num_iterations=1"]
     assert main(["train", "--domain", "robotics", "--algo", "grpo", "--steps", "2"] + common) == 0
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]

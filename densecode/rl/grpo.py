@@ -11,20 +11,29 @@ mask (1 on generated tokens, 0 on padding).
 
 1. Group advantages (no value model):
        A_i = (r_i - mean_g(r)) / (std_g(r) + eps)
-   where r_i is the sequence reward (the assembler's per-token total averaged
-   over the response, `algo.grpo_sequence_reward: mean`, or summed: `sum`) and mean/std run over the G responses of i's group. std is the
+   where r_i is the sequence reward and mean/std run over the G responses of i's
+   group. r_i is the task's verifiable outcome (`algo.grpo.sequence_reward:
+   outcome`, MicroCoder: the tests' pass rate, the simulator's success rate), or
+   the assembler's per-token total averaged (`mean`) or summed (`sum`) over the
+   response (the dense variants). std is the
    population std (ddof=0) so a group of two different rewards gives ±1. A group
    whose rewards have no spread (std < eps) carries no learning signal: its
    advantages are exactly 0 and it is counted (`zero_std_groups`).
 
 2. Conditional truncation masking (MicroCoder): A_i := 0 iff
        truncated_i AND NOT judged_incorrect_i AND NOT repetitive_i AND u_i < rho
-   A truncated response that is already known to be wrong (failing test,
-   simulator error, syntax error) keeps its (negative) advantage; a truncated
-   response stuck in a loop keeps it too (the model must learn not to loop);
-   only the "might have been right if given more room" cases are masked, and only
-   a fraction rho of them. The paper does not pin rho down (10% and 30% both
-   appear); the default here is 0.3 (`algo.truncation_rho`). `mode="all"` is
+   A truncated response that is already known to be wrong keeps its (negative)
+   advantage; a truncated response stuck in a loop keeps it too (the model must
+   learn not to loop); only the "might have been right if given more room" cases
+   are masked, and only a fraction rho of them. "Known to be wrong" must come
+   from evidence the cut did not cause (`judged_incorrect_despite_cut`): a cut-off
+   program fails its tests and its simulator runs because it is unfinished, so
+   those verdicts count only when the code had finished before the cut (the cut
+   fell in prose after it); otherwise only an error located on a line finished
+   before the cut counts (a syntax error the syntax component found there, a
+   runtime or robot error raised there). Repetitive (`repetition_test: paper`):
+   the last m tokens equal the m before them. The paper does not pin rho down (10% and 30% both
+   appear); the default here is 0.3 (`algo.grpo.truncation_rho`). `mode="all"` is
    DAPO's overlong filtering (mask every truncated response); `mode="none"` masks
    nothing.
 
@@ -44,13 +53,18 @@ mask (1 on generated tokens, 0 on padding).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 TRUNCATION_MODES = ("conditional", "all", "none")
+TRUNCATION_EVIDENCE = ("cut_proof", "any_verdict")
+REPETITION_TESTS = ("paper", "any_period")
+SEQUENCE_REWARDS = ("outcome", "mean", "sum")
 AGGREGATIONS = ("token", "sequence")
 
 
@@ -86,43 +100,43 @@ def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) 
 # ------------------------------------------------------------------ 2. truncation masking
 
 
-def is_repetitive(token_ids: Sequence[int], window: int = 128) -> bool:
-    """True when the response ends in a loop: its last w tokens repeat the tokens p before them.
+def is_repetitive(token_ids: Sequence[int], window: int = 128, test: str = "paper") -> bool:
+    """True when the response ends in a loop.
 
-    The paper's test is "the last m tokens equal the m before" (period p = m).
-    Exact comparison at p = m alone misses loops whose period does not divide m
-    (a 3-token loop never matches at p = 128), so every period p in 1..w is tried:
-    repetitive iff tokens[-w:] == tokens[-w-p:-p] for some p, i.e. the tail of
-    length w + p is periodic with period p — which includes the paper's p = m case.
-    w = min(m, len // 2) so responses shorter than 2m (small max_new_tokens) are
-    judged on the half of them that can be compared; an empty or 1-token
-    response is never repetitive.
+    paper (MicroCoder): the last m tokens equal the m tokens before them (m =
+    `window`); a response shorter than 2m is never repetitive.
+    any_period: the tail of length w + p is periodic for some period p in 1..w,
+    w = min(m, len // 2) — also catches loops whose period does not divide m (a
+    3-token loop never matches at p = 128) and loops in short responses.
     """
     ids = list(token_ids)
-    w = min(int(window), len(ids) // 2)
+    m = int(window)
+    if test == "paper":
+        return m >= 1 and len(ids) >= 2 * m and ids[-m:] == ids[-2 * m : -m]
+    if test != "any_period":
+        raise ValueError(f"repetition_test must be one of {REPETITION_TESTS}, got {test!r}")
+    w = min(m, len(ids) // 2)
     if w < 1:
         return False
     tail = ids[-w:]
-    for period in range(1, len(ids) - w + 1):
-        if period > w:
-            break
+    for period in range(1, w + 1):
         if ids[-w - period : len(ids) - period] == tail:
             return True
     return False
 
 
 def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
-    """Whether any reward component found the response wrong, from `ComponentOutput.info`.
+    """Whether any reward component found the whole response wrong, from `ComponentOutput.info`.
 
     Contract (documented for reward components): a component that can judge
     correctness sets `info["judged_incorrect"] = 1.0` when it found a failing
     test, a simulator/runtime error, or a syntax error. These are read as the
-    same verdict: `syntax_ok == 0` (the syntax component; it already treats
-    "ran out at max length" as ok), `tests_failed > 0`, `errors > 0`, a
+    same verdict: `syntax_ok == 0`, `tests_failed > 0`, `errors > 0`, a
     non-empty `error`, and RoboSim's `python_errors > 0`, `robot_errors > 0` or
     `clean_runs > successes` (a clean run that failed the task's checks). A
-    timeout alone is no verdict (a cut-off program may just be slow). Components that cannot judge
-    (lint, KL) leave the keys out; "no verdict" counts as not incorrect.
+    timeout alone is no verdict. Components that cannot judge (lint, KL) leave
+    the keys out; "no verdict" counts as not incorrect. On a truncated response
+    these verdicts may be caused by the cut: see `judged_incorrect_despite_cut`.
     """
     for info in (infos or {}).values():
         if not isinstance(info, Mapping):
@@ -143,6 +157,73 @@ def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
         if clean is not None and successes is not None and clean > successes:
             return True
     return False
+
+
+# Exceptions that mean "did not parse": when a runner (tests, simulator) reports one, nothing ran, so it is
+# no runtime error; on a truncated program it is usually the cut itself (an unclosed bracket is reported on
+# the line that opened it). Syntax verdicts come from the syntax component only, which forgives the cut.
+PARSE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+def cut_token_index(response: str, token_spans: Sequence[tuple[int, int]]) -> int:
+    """Index of the first token of the line the cut interrupted: the token holding the response's last
+    newline, or 0 when the response is one line. Tokens before it lie on lines finished before the cut."""
+    last_newline = response.rfind("\n")
+    if last_newline < 0:
+        return 0
+    for i, (_, end) in enumerate(token_spans):
+        if end > last_newline:
+            return i
+    return len(token_spans)
+
+
+def _is_parse_error(d: Mapping[str, Any]) -> bool:
+    text = f"{d.get('rule', '')} {d.get('message', '')}"
+    return any(name in text for name in PARSE_ERRORS)
+
+
+def judged_incorrect_despite_cut(
+    sample: Any,
+    infos: Mapping[str, Mapping[str, Any]] | None,
+    diagnostics: Mapping[str, Sequence[Mapping[str, Any]]] | None,
+    verdict_components: Sequence[str] = ("syntax", "tests", "sim"),
+) -> str | None:
+    """Why a truncated response is known to be wrong whatever the cut did, or None.
+
+    `sample` is the reward step's Sample (response text, token spans, code
+    tokens); `infos` / `diagnostics` are each component's `info` / diagnostics
+    for it. Evidence, in order:
+    - "finished_wrong": the code had finished before the cut (it has code tokens
+      and none on or after the cut line, e.g. a closed ``` block and the cut in
+      the prose after it): the whole-response verdicts (`judged_incorrect`) of
+      the verdict components count as for an untruncated response;
+    - "error_before_cut": a negative diagnostic of a verdict component located
+      entirely on lines finished before the cut — a syntax error the syntax
+      component found there, or a runtime/robot error a test or simulator run
+      raised there (a runner's parse error is no runtime error: nothing ran).
+    Failing tests or sim checks of a program cut inside its code are not
+    evidence (the unfinished code fails because it is unfinished), nor is a
+    timeout.
+    """
+    infos = infos or {}
+    diagnostics = diagnostics or {}
+    n = len(sample.token_spans)
+    cut = cut_token_index(sample.response, sample.token_spans)
+    code = np.asarray(sample.code_token_mask(), dtype=bool) if n else np.zeros(0, dtype=bool)
+    if code.any() and not code[cut:].any():
+        verdicts = {k: v for k, v in infos.items() if k in verdict_components}
+        if judged_incorrect(verdicts):
+            return "finished_wrong"
+    for name in verdict_components:
+        for d in diagnostics.get(name) or []:
+            tokens, value = d.get("tokens"), d.get("value")
+            if tokens is None or value is None or float(value) >= 0:
+                continue
+            if name != "syntax" and _is_parse_error(d):
+                continue
+            if int(tokens[1]) <= cut:
+                return "error_before_cut"
+    return None
 
 
 @dataclass
@@ -317,23 +398,64 @@ def attributable_token_rewards(reward_outputs: Any, names: Sequence[str], n: int
     return out
 
 
-def sequence_rewards(batch, how: str = "mean") -> torch.Tensor:
-    """r_i from the per-token totals: "sum" (the assembler's total) or "mean" over response tokens.
+def outcome_of(infos: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The task's verifiable outcome in [0, 1] from the components' `info`, or None if none reports one.
 
-    Dense components put a value on every code token (sim score, syntax +1), so
-    their sum grows with the response length and GRPO would learn "write more";
-    the per-token mean is length-neutral. A batch without per-token rewards uses
-    `batch.sequence_rewards` as given.
+    Read, per component: `info["outcome"]` (the contract for any component that
+    judges the task), else the tests component's `pass_rate` (when the task has
+    tests), else a simulator's success rate `successes / runs`. Several
+    components reporting one: their mean.
     """
+    found = []
+    for info in infos.values():
+        if not isinstance(info, Mapping):
+            continue
+        if info.get("outcome") is not None:
+            found.append(float(info["outcome"]))
+        elif info.get("pass_rate") is not None and info.get("has_tests", 1.0):
+            found.append(float(info["pass_rate"]))
+        elif info.get("successes") is not None and info.get("runs"):
+            found.append(float(info["successes"]) / float(info["runs"]))
+    return float(np.mean(found)) if found else None
+
+
+def sequence_rewards(batch, how: str = "outcome", infos: Sequence[Mapping[str, Mapping]] | None = None) -> torch.Tensor:
+    """r_i: the verifiable outcome ("outcome"), or from the per-token totals: "sum" or "mean".
+
+    outcome (MicroCoder's group advantage): `outcome_of` each sample's component
+    infos; a sample without one is an error (the reward has no tests/sim
+    component to judge it). Dense components put a value on every code token,
+    so their "sum" grows with the response length and a GRPO on it learns "write
+    more"; the per-token "mean" is length-neutral but still prefers a terse
+    answer when credit lands on code tokens only. A batch without per-token
+    rewards uses `batch.sequence_rewards` for "sum"/"mean".
+    """
+    if how == "outcome":
+        if infos is None:
+            infos = sample_infos(batch.reward_outputs, len(batch.responses))
+        values = [outcome_of(i) for i in infos]
+        missing = [k for k, v in enumerate(values) if v is None]
+        if missing:
+            raise ValueError(
+                f"algo.grpo.sequence_reward=outcome: {len(missing)} of {len(values)} responses have no verifiable "
+                "outcome (no reward component reported info['outcome'], a tests 'pass_rate' or a simulator's "
+                "'successes'/'runs'); enable the tests/sim component or use sequence_reward mean or sum")
+        return torch.tensor(values, dtype=torch.float32)
+    if how not in SEQUENCE_REWARDS:
+        raise ValueError(f"algo.grpo.sequence_reward must be one of {SEQUENCE_REWARDS}, got {how!r}")
     if batch.rewards is None:
         return batch.sequence_rewards.float().cpu()
     mask = batch.response_mask.float()
     total = (batch.rewards.float() * mask).sum(dim=1)
     if how == "sum":
         return total.cpu()
-    if how == "mean":
-        return (total / mask.sum(dim=1).clamp(min=1.0)).cpu()
-    raise ValueError(f"algo.grpo_sequence_reward must be 'sum' or 'mean', got {how!r}")
+    return (total / mask.sum(dim=1).clamp(min=1.0)).cpu()
+
+
+def sample_diagnostics(reward_outputs: Any, n: int) -> list[dict[str, list[dict]]]:
+    """Per sample: {component name: its diagnostics} from the assembler's RewardBatch."""
+    outputs = getattr(reward_outputs, "outputs", None) or {}
+    return [{name: list(outs[i].diagnostics or []) for name, outs in outputs.items()} for i in range(n)]
 
 
 def group_order(prompt_index: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -359,17 +481,24 @@ class GRPOAlgorithm:
     """
 
     group_size: int = 8
+    epochs: int = 1  # passes the trainer makes over each batch (algo.grpo.num_iterations)
     clip_eps: float = 0.2
     clip_eps_high: float = 0.28
-    kl_coef: float = 0.0
+    kl_coef: float = 0.0  # algo.grpo.beta
     loss_aggregation: str = "token"
     truncation_masking: str = "conditional"
+    # cut_proof: judged incorrect only from evidence the cut did not cause; any_verdict: any component
+    # verdict (the rule before issue #22: a cut-off program failing its tests counts as wrong).
+    truncation_evidence: str = "cut_proof"
     truncation_rho: float = 0.3
+    repetition_test: str = "paper"
     repetition_window: int = 128
+    verdict_components: tuple[str, ...] = ("syntax", "tests", "sim")
     dense_in_grpo: bool = False
     dense_in_grpo_scale: float = 0.5
     dense_components: tuple[str, ...] = ("syntax", "lint", "sim", "tests")
-    sequence_reward: str = "mean"  # mean | sum of the per-token totals (see sequence_rewards)
+    sequence_reward: str = "outcome"  # outcome | mean | sum (see sequence_rewards)
+    allows_reward_kl: bool = False  # MicroCoder: beta = 0, no KL in the reward either
     temperature: float = 1.0  # fixed temperature when there is no schedule
     controller: Any = None  # TemperatureController or None
     diversity_edit_distance: bool = True
@@ -380,12 +509,17 @@ class GRPOAlgorithm:
     needs_value_head = False
 
     def __post_init__(self) -> None:
-        if self.truncation_masking not in TRUNCATION_MODES:
-            raise ValueError(f"algo.truncation_masking must be one of {TRUNCATION_MODES}")
-        if self.loss_aggregation not in AGGREGATIONS:
-            raise ValueError(f"algo.loss_aggregation must be one of {AGGREGATIONS}")
+        for key, value, choices in (("truncation_masking", self.truncation_masking, TRUNCATION_MODES),
+                                    ("truncation_evidence", self.truncation_evidence, TRUNCATION_EVIDENCE),
+                                    ("repetition_test", self.repetition_test, REPETITION_TESTS),
+                                    ("sequence_reward", self.sequence_reward, SEQUENCE_REWARDS),
+                                    ("loss_aggregation", self.loss_aggregation, AGGREGATIONS)):
+            if value not in choices:
+                raise ValueError(f"algo.grpo.{key} must be one of {', '.join(choices)}; got {value!r}")
         if self.group_size < 2:
-            raise ValueError("algo.group_size must be >= 2 (group-relative advantages need a group)")
+            raise ValueError("algo.grpo.group_size must be >= 2 (group-relative advantages need a group)")
+        if self.epochs < 1:
+            raise ValueError("algo.grpo.num_iterations must be >= 1")
         self._generator = torch.Generator().manual_seed(int(self.seed) + 7919)
 
     @property
@@ -399,24 +533,38 @@ class GRPOAlgorithm:
 
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> GRPOAlgorithm:
+        import dataclasses
+
         from densecode.rl.temperature import TemperatureController
 
+        g = algo_cfg.grpo
         try:
-            # {} means MicroCoder's defaults; a one-stage schedule is a fixed temperature.
-            controller = TemperatureController.from_config(dict(algo_cfg.temperature_schedule or {}))
+            # A one-stage schedule is a fixed temperature.
+            controller = TemperatureController.from_config(dataclasses.asdict(g.temperature_schedule))
+            if g.repetition_test == "paper" and 2 * g.repetition_window > gen_cfg.max_new_tokens:
+                warnings.warn(
+                    f"algo.grpo.repetition_window={g.repetition_window} with generation.max_new_tokens="
+                    f"{gen_cfg.max_new_tokens}: the paper's repetition test compares the last {g.repetition_window} "
+                    f"tokens with the {g.repetition_window} before them, so no response can be repetitive; set "
+                    f"repetition_window <= {gen_cfg.max_new_tokens // 2}", UserWarning, stacklevel=2)
             return cls(
-                group_size=algo_cfg.group_size,
-                clip_eps=algo_cfg.clip_eps,
-                clip_eps_high=algo_cfg.grpo_clip_eps_high,
-                kl_coef=algo_cfg.grpo_kl_coef,
-                loss_aggregation=algo_cfg.loss_aggregation,
-                truncation_masking=algo_cfg.truncation_masking,
-                truncation_rho=algo_cfg.truncation_rho,
-                repetition_window=algo_cfg.repetition_window,
-                dense_in_grpo=algo_cfg.dense_in_grpo,
-                dense_in_grpo_scale=algo_cfg.dense_in_grpo_scale,
-                dense_components=tuple(algo_cfg.dense_in_grpo_components),
-                sequence_reward=algo_cfg.grpo_sequence_reward,
+                group_size=g.group_size,
+                epochs=g.num_iterations,
+                clip_eps=g.clip_eps,
+                clip_eps_high=g.clip_eps_high,
+                kl_coef=g.beta,
+                loss_aggregation=g.loss_aggregation,
+                truncation_masking=g.truncation_masking,
+                truncation_evidence=g.truncation_evidence,
+                truncation_rho=g.truncation_rho,
+                repetition_test=g.repetition_test,
+                repetition_window=g.repetition_window,
+                verdict_components=tuple(g.verdict_components),
+                dense_in_grpo=g.dense,
+                dense_in_grpo_scale=g.dense_scale,
+                dense_components=tuple(g.dense_components),
+                sequence_reward=g.sequence_reward,
+                allows_reward_kl=g.allow_reward_kl,
                 temperature=gen_cfg.temperature,
                 controller=controller,
                 seed=seed,
@@ -424,7 +572,7 @@ class GRPOAlgorithm:
         except (ValueError, TypeError) as exc:
             from densecode.errors import DensecodeError
 
-            raise DensecodeError(f"GRPO settings (algo.*): {exc}") from None
+            raise DensecodeError(f"GRPO settings (algo.grpo.*): {exc}") from None
 
     def sampling_temperature(self, step: int) -> float:
         return self.controller.temperature_for_step(step) if self.controller is not None else self.temperature
@@ -438,20 +586,23 @@ class GRPOAlgorithm:
         G = self.group_size
         # Work in group-by-group order; write results back in the batch's own order.
         order = group_order(batch.prompt_index, G)
-        rewards = sequence_rewards(batch, self.sequence_reward)
+        infos = sample_infos(batch.reward_outputs, n)
+        rewards = sequence_rewards(batch, self.sequence_reward, infos)
 
         ga = group_advantages(rewards[order], G, self.eps)
         seq_adv = torch.empty(n)
         seq_adv[order] = ga.advantages
 
         truncated = torch.tensor(batch.truncated, dtype=torch.bool)
-        infos = sample_infos(batch.reward_outputs, n)
-        incorrect = torch.tensor([judged_incorrect(i) for i in infos], dtype=torch.bool)
+        reasons = self.incorrect_reasons(batch, infos, truncated.tolist())
+        incorrect = torch.tensor([r is not None for r in reasons], dtype=torch.bool)
         token_ids = [r.token_ids for r in batch.responses]
-        repetitive = torch.tensor([bool(t) and is_repetitive(ids, self.repetition_window)
+        repetitive = torch.tensor([bool(t) and is_repetitive(ids, self.repetition_window, self.repetition_test)
                                    for t, ids in zip(truncated.tolist(), token_ids)], dtype=torch.bool)
         uniform = torch.rand(n, generator=self._generator)
         tm = truncation_mask(truncated, incorrect, repetitive, uniform, self.truncation_masking, self.truncation_rho)
+        for reason in ("finished_wrong", "error_before_cut", "any_verdict"):
+            tm.counts[f"truncated_incorrect_{reason}"] = sum(r == reason for r in reasons)
         seq_adv = torch.where(tm.masked, torch.zeros_like(seq_adv), seq_adv)
 
         advantages = seq_adv[:, None].expand(n, length).clone()
@@ -468,10 +619,19 @@ class GRPOAlgorithm:
         batch.returns = None
 
         div = rollout_diversity([token_ids[i] for i in order.tolist()], G, edit=self.diversity_edit_distance)
+        # Share of outputs the syntax component could not parse (the temperature's step-down signal).
+        parsed = [i.get("syntax", {}).get("syntax_ok") for i in infos]
+        parsed = [float(v) for v in parsed if v is not None]
+        unparsable = 1.0 - float(np.mean(parsed)) if parsed else None
+        if unparsable is not None:
+            stats["grpo/unparsable_frac"] = unparsable
         if self.controller is not None:
-            self.controller.update(div.get(self.controller.metric, float("nan")))
+            n_changes = len(self.controller.changes)
+            self.controller.update(div.get(self.controller.metric, float("nan")), unparsable=unparsable)
+            stats["grpo/temperature_changes"] = float(len(self.controller.changes) - n_changes)
         group_rewards = rewards[order].view(-1, G)
         stats.update({
+            "grpo/responses": float(n),
             "grpo/reward_mean": float(rewards.mean()),
             "grpo/reward_std_in_group": float(ga.group_std.mean()),
             "grpo/zero_std_groups": float(ga.zero_std_groups),
@@ -488,6 +648,28 @@ class GRPOAlgorithm:
                 stats["diversity/trend"] = self.controller.trend()
         return stats
 
+    def incorrect_reasons(self, batch, infos: list[dict], truncated: list[bool]) -> list[str | None]:
+        """Per response: why it counts as judged incorrect for the masking rule (None = no evidence).
+
+        Only truncated responses need a verdict (nothing else is masked).
+        cut_proof: `judged_incorrect_despite_cut` on the reward step's samples;
+        any_verdict: any verdict component's whole-response verdict ("any_verdict").
+        """
+        out: list[str | None] = [None] * len(truncated)
+        samples = getattr(batch, "samples", None) or []
+        diags = sample_diagnostics(batch.reward_outputs, len(truncated))
+        for i, cut in enumerate(truncated):
+            if not cut:
+                continue
+            verdicts = {k: v for k, v in infos[i].items() if k in self.verdict_components}
+            if self.truncation_evidence == "any_verdict":
+                out[i] = "any_verdict" if judged_incorrect(verdicts) else None
+            elif i < len(samples):
+                out[i] = judged_incorrect_despite_cut(samples[i], infos[i], diags[i], self.verdict_components)
+            else:
+                raise ValueError("truncation_evidence=cut_proof needs the reward step's samples (batch.samples)")
+        return out
+
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss, stats = grpo_policy_loss(
             out.logprobs, mb.logprobs, mb.advantages, mb.response_mask,
@@ -502,17 +684,11 @@ class GRPOAlgorithm:
         # JSON-able (the trainer writes it into trainer_state.json).
         state: dict[str, Any] = {"generator": self._generator.get_state().tolist()}
         if self.controller is not None:
-            state["controller"] = {"stage": self.controller.stage, "history": list(self.controller.history),
-                                   "last_reason": self.controller.last_reason, "baseline": self.controller.baseline}
+            state["controller"] = self.controller.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         if "generator" in state:
             self._generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
         if self.controller is not None and "controller" in state:
-            c = state["controller"]
-            self.controller.stage = int(c["stage"])
-            self.controller.history.clear()
-            self.controller.history.extend(c["history"])
-            self.controller.last_reason = c.get("last_reason", "resumed")
-            self.controller.baseline = c.get("baseline")
+            self.controller.load_state_dict(state["controller"])

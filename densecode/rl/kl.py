@@ -48,6 +48,24 @@ class AdaptiveKLController:
 
 
 def make_kl_controller(algo_cfg, beta: float):
-    if algo_cfg.adaptive_kl:
-        return AdaptiveKLController(beta, algo_cfg.target_kl, algo_cfg.kl_horizon)
+    """PPO's `algo.ppo.adaptive_kl` adapts the reward's KL weight; any other algorithm keeps it fixed."""
+    ppo = algo_cfg.ppo
+    if algo_cfg.name == "ppo" and ppo.adaptive_kl:
+        return AdaptiveKLController(beta, ppo.target_kl, ppo.kl_horizon)
     return FixedKLController(beta)
+
+
+def reward_kl(reward_outputs) -> float | None:
+    """Mean over samples of the sequence KL the reward's `kl` component measured (its own estimator).
+
+    The adaptive controller must be fed this number, not a k1 recomputed elsewhere: with the
+    k3 estimator in the reward, k1 and k3 differ per token and the controller would steer a
+    quantity the reward does not penalise. None when the reward has no kl component output
+    (or no sample had log-probs).
+    """
+    outputs = getattr(reward_outputs, "outputs", None) or {}
+    kl_outs = outputs.get("kl")
+    if not kl_outs:
+        return None
+    values = [float(o.info["kl"]) for o in kl_outs if "kl" in (o.info or {}) and not (o.info or {}).get("kl_missing")]
+    return float(np.mean(values)) if values else None

@@ -153,6 +153,7 @@ class PPOAlgorithm:
     ent_coef: float = 0.0
     whiten_advantages: bool = True
     temperature: float = 1.0
+    epochs: int = 4  # passes the trainer makes over each rollout batch
 
     name = "ppo"
     needs_value_head = True
@@ -160,16 +161,19 @@ class PPOAlgorithm:
 
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg) -> PPOAlgorithm:
+        """From `algo` (its `ppo:` section) and `generation` (the sampling temperature)."""
+        ppo = algo_cfg.ppo
         return cls(
-            gamma=algo_cfg.gamma,
-            lam=algo_cfg.lam,
-            clip_eps=algo_cfg.clip_eps,
-            clip_eps_high=algo_cfg.clip_eps_high,
-            value_clip=algo_cfg.value_clip,
-            vf_coef=algo_cfg.vf_coef,
-            ent_coef=algo_cfg.ent_coef,
-            whiten_advantages=algo_cfg.whiten_advantages,
+            gamma=ppo.gamma,
+            lam=ppo.lam,
+            clip_eps=ppo.clip_eps,
+            clip_eps_high=ppo.clip_eps_high,
+            value_clip=ppo.value_clip,
+            vf_coef=ppo.vf_coef,
+            ent_coef=ppo.ent_coef,
+            whiten_advantages=ppo.whiten_advantages,
             temperature=gen_cfg.temperature,
+            epochs=ppo.epochs,
         )
 
     def sampling_temperature(self, step: int) -> float:
@@ -179,7 +183,7 @@ class PPOAlgorithm:
         mask = batch.response_mask
         advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam)
         batch.returns = returns
-        # Advantages are whitened, rewards are not (method.md §1).
+        # Advantages are whitened, rewards are not (as in the reference implementation).
         batch.advantages = whiten(advantages, mask) if self.whiten_advantages else advantages
         return {
             "ppo/returns_mean": float(masked_mean(returns, mask)),

@@ -30,6 +30,7 @@ class Response:
     finish_reason: str  # "eos" | "stop" | "length"
     completion: str = ""
     grammar_verdicts: list[bool | None] | None = None
+    stop_token_id: int | None = None  # the end token sampled (finish_reason "eos"); the trainer appends it
     # From the sampling pass (densecode.generation), when the sampler provides them:
     # log softmax(logits / T) of each token (+ the EOS decision's when it ended on EOS),
     # and the last hidden state each token was sampled from (a shared value head's input).
@@ -55,7 +56,7 @@ class RolloutBatch:
     grammar_verdicts: torch.Tensor | None = None  # [B, R] +1 accepted, −1 rejected, 0 unknown
     # Filled by the reward step:
     samples: list[Any] = field(default_factory=list)
-    rewards: torch.Tensor | None = None  # [B, R] total per token (incl. KL, missing-EOS penalty)
+    rewards: torch.Tensor | None = None  # [B, R] total per token (the assembler's, KL included)
     components: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [B, R] unweighted values
     sequence_rewards: torch.Tensor | None = None  # [B] sum of `rewards` over the response
     reward_outputs: Any = None  # the assembler's RewardBatch (for explain/logging)
@@ -101,7 +102,8 @@ class RolloutBatch:
 
 def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_tokens: int, temperature: float,
                      top_p: float, top_k: int, grammar: str, stop: list[str], batch_size: int, seed: int,
-                     progress: bool = False, collect_hidden: bool = True) -> list[Response]:
+                     progress: bool = False, grammar_options: dict | None = None,
+                     collect_hidden: bool = True) -> list[Response]:
     """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode).
 
     Each response carries the sampling pass's own policy log-probs and hidden states,
@@ -111,7 +113,7 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
 
     gens = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, grammar=grammar, stop=stop, batch_size=batch_size, seed=seed,
-                    progress=progress, collect_hidden=collect_hidden)
+                    progress=progress, grammar_options=grammar_options, collect_hidden=collect_hidden)
     responses = []
     for g in gens:
         policy = list(g.policy_logprobs)
@@ -125,6 +127,7 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
             grammar_verdicts=list(g.grammar_verdicts) if getattr(g, "grammar_verdicts", None) is not None else None,
             policy_logprobs=policy if temperature > 0 else None,
             hidden=g.hidden,
+            stop_token_id=getattr(g, "stop_token_id", None),
         ))
     return responses
 

@@ -27,6 +27,7 @@ GRPO: densecode.rl.grpo). A plain object with:
         batch.responses[i].finish_reason / batch.truncated, batch.reward_outputs
         (the assembler's RewardBatch: per-component diagnostics), batch.values.
         Returns scalars to log (use a "<algo>/" prefix).
+    epochs: int                                 passes over each rollout batch (PPO epochs, GRPO iterations)
     loss(mb: RolloutBatch, out: PolicyOutput) -> (loss: Tensor, stats: dict[str, Tensor|float])
         mb is a row subset of the batch (mb.logprobs = old, mb.ref_logprobs, mb.advantages, ...);
         out is the fresh forward pass (out.logprobs, out.entropy, out.values or None).
@@ -36,6 +37,7 @@ GRPO: densecode.rl.grpo). A plain object with:
                                                 no KL weight (also implied by a `kl_coef` > 0 attribute)
     optional on_step_end(batch, stats: dict) -> dict   after the update (e.g. a temperature
                                                 controller reading diversity); returns extra stats
+    optional allows_reward_kl: bool             False → a KL weight in the reward is an error (GRPO: β = 0)
 
 The reward function is any callable `reward_fn(samples) -> RewardBatch` (densecode.rewards
 assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with an optional
@@ -63,7 +65,7 @@ import numpy as np
 import torch
 
 from densecode.errors import DensecodeError
-from densecode.rl.kl import make_kl_controller
+from densecode.rl.kl import make_kl_controller, reward_kl
 from densecode.rl.ppo import masked_mean
 from densecode.rl.rollout import (
     RolloutBatch,
@@ -85,11 +87,9 @@ logger = logging.getLogger(__name__)
 
 
 
-def _kl_weight(cfg) -> float:
-    """The KL weight the reward assembler really uses (`reward.weights` over the domain's defaults)."""
-    from densecode.rewards import effective_weights
-
-    return float(effective_weights(cfg.reward, cfg.domain).get("kl", 0.0))
+def _kl_weight(reward_fn) -> float:
+    """The KL weight the reward function really uses (the assembler carries its weights; 0 for one without)."""
+    return float((getattr(reward_fn, "weights", None) or {}).get("kl", 0.0))
 
 class Algorithm(Protocol):
     name: str
@@ -108,7 +108,7 @@ class Algorithm(Protocol):
 
 
 class TaskSource(Protocol):
-    """Where prompts come from (see densecode.rl.tasks)."""
+    """Where prompts come from (a densecode.domains.Domain is one)."""
 
     def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]: ...
 
@@ -155,8 +155,13 @@ class Trainer:
         disable_dropout(model)
         if critic is not None:
             disable_dropout(critic)
-        # GRPO hook: an algorithm with a KL loss term (grpo_kl_coef > 0) sets needs_reference.
-        needs_ref = _kl_weight(cfg) > 0 or getattr(algo, "needs_reference", False)
+        if _kl_weight(reward_fn) > 0 and not getattr(algo, "allows_reward_kl", True):
+            raise DensecodeError(
+                f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn):g} (reward.weights.kl), but "
+                f"{algo.name} uses no KL in the reward (MicroCoder: beta = 0). Set reward.weights.kl=0 (and "
+                f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
+        # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
+        needs_ref = _kl_weight(reward_fn) > 0 or getattr(algo, "needs_reference", False)
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -165,14 +170,14 @@ class Trainer:
         self._policy_params = [p for p in self.policy_value.parameters() if p.requires_grad and id(p) not in value_params]
         self._value_params = [p for p in self.policy_value.parameters() if p.requires_grad and id(p) in value_params]
         groups = [{"params": self._policy_params, "lr": cfg.train.lr},
-                  {"params": self._value_params, "lr": cfg.algo.vf_lr or cfg.train.lr}]
+                  {"params": self._value_params, "lr": cfg.algo.ppo.vf_lr or cfg.train.lr}]
         # eps=1e-5 as CleanRL: tiny second moments early in RL otherwise blow the first steps up.
         self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=cfg.train.weight_decay,
                                            eps=1e-5)
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        beta = float(_kl_weight(cfg))
+        beta = _kl_weight(reward_fn)
         self.kl_ctl = make_kl_controller(cfg.algo, beta)
         self.state = TrainState()
         self._stop_requested = False
@@ -207,12 +212,14 @@ class Trainer:
             policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt, max_new_tokens=gen.max_new_tokens,
             temperature=temperature, top_p=gen.top_p, top_k=gen.top_k, grammar=gen.grammar, stop=list(gen.stop),
             batch_size=gen.batch_size, seed=_seed_for(cfg.train.seed, step, proc, 2), progress=False,
+            grammar_options={"code_prefix": gen.grammar_code_prefix},
         )
-        eos = self.tokenizer.eos_token_id
         for r in responses:
-            # The EOS decision is an action too: keep the token so PPO can credit stopping.
-            if r.finish_reason == "eos" and eos is not None:
-                r.token_ids = list(r.token_ids) + [int(eos)]
+            # The EOS decision is an action too: keep the token that was sampled (a model may have
+            # several end tokens) so the update credits stopping on the token the policy chose.
+            stop_token = _sampled_stop_token(r, self.tokenizer)
+            if stop_token is not None:
+                r.token_ids = list(r.token_ids) + [stop_token]
         timings["time/generate_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
@@ -242,20 +249,12 @@ class Trainer:
         R = batch.response_ids.shape[1]
         dev = batch.response_ids.device
         rewards = to_padded(rb.total, R, dev)
-        penalty = abs(float(cfg.generation.missing_eos_penalty))
-        n_missing = 0
-        if penalty:
-            for i, r in enumerate(batch.responses):
-                if r.finish_reason == "length" and r.token_ids:
-                    rewards[i, len(r.token_ids) - 1] -= penalty
-                    n_missing += 1
         batch.samples = samples
         batch.rewards = rewards * batch.response_mask
         batch.components = {k: to_padded(v, R, dev) for k, v in (rb.components or {}).items()}
         batch.sequence_rewards = batch.rewards.sum(-1)
         batch.reward_outputs = rb
         stats = {k: float(v) for k, v in (rb.stats or {}).items() if isinstance(v, (int, float))}
-        stats["reward/missing_eos_penalised"] = float(n_missing)
         stats["reward/sequence_mean"] = float(batch.sequence_rewards.mean())
         stats["reward/sequence_std"] = float(batch.sequence_rewards.std()) if batch.size > 1 else 0.0
         for name, vals in batch.components.items():
@@ -272,7 +271,7 @@ class Trainer:
         counts: dict[str, int] = defaultdict(int)
         skipped = 0
         self.policy_value.train()
-        for _epoch in range(cfg.ppo_epochs):
+        for _epoch in range(int(getattr(self.algo, "epochs", 1))):
             perm = torch.randperm(B, generator=gen)
             for mb_idx in torch.tensor_split(perm, n_mb):
                 micro_parts = [m for m in torch.tensor_split(mb_idx, min(n_micro, len(mb_idx))) if len(m)]
@@ -344,10 +343,15 @@ class Trainer:
         stats.update(self._rollout_stats(batch))
         if hasattr(self.algo, "on_step_end"):
             stats.update(self.algo.on_step_end(batch, stats) or {})
-        # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step.
-        seq_kl = stats.get("objective/kl", 0.0)
+        # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step,
+        # measured with the estimator the reward's kl component uses (k1 here would steer a different number).
+        seq_kl = reward_kl(batch.reward_outputs)
+        if seq_kl is None:
+            seq_kl = stats.get("objective/kl", 0.0)
+        else:
+            stats["objective/kl_reward"] = seq_kl
         beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.cfg) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
             try:
                 self.reward_fn.set_weight("kl", beta)
             except DensecodeError:
@@ -513,7 +517,7 @@ class Trainer:
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
         _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.cfg) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
             try:
                 self.reward_fn.set_weight("kl", self.kl_ctl.value)
             except DensecodeError:
@@ -601,6 +605,18 @@ class Trainer:
             except Exception as exc:  # noqa: BLE001 - a plotting problem must not lose a finished run
                 logger.warning("could not write the learning-curve report: %s", exc)
         return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}
+
+
+def _sampled_stop_token(response, tokenizer) -> int | None:
+    """The end token a response stopped on: the sampled one, else (a sampler that does not record it)
+    the tokenizer's single EOS id; None when the response did not end on an end token."""
+    if response.finish_reason != "eos":
+        return None
+    sampled = getattr(response, "stop_token_id", None)
+    if sampled is not None:
+        return int(sampled)
+    eos = tokenizer.eos_token_id
+    return int(eos) if eos is not None else None
 
 
 class _nullcontext:

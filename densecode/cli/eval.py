@@ -1,9 +1,10 @@
-"""`densecode eval`: score a model (or a `densecode train` run) on MBPP, MBPP+, RoboEval or robotics.
+"""`densecode eval`: score a model (or a `densecode train` run) on MBPP, MBPP+, RoboEval or any domain.
 
     densecode eval --benchmark mbppplus --model densecode-tiny --data ../shared/data/mbppplus/MbppPlus-v0.2.0.derived.jsonl --out runs/eval/tiny-mbppplus
     densecode eval --benchmark mbpp --canonical --split all --data ../shared/data/mbpp/mbpp.jsonl --out runs/eval/mbpp-canonical
     densecode eval --benchmark robotics --model runs/robotics --out runs/eval/robotics-ppo
     densecode eval --benchmark roboeval --data ~/CodeBotler/benchmark/tasks --model M --out runs/eval/roboeval
+    densecode eval --domain warehouse --config my_sim.yaml --canonical        # any domain, plug-ins included
 
 Writes results.json, report.md and chart.png into --out. `--model` takes a
 model directory, a hub id, `densecode-tiny`, or a `densecode train` run
@@ -21,9 +22,10 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from densecode.config import add_config_arguments
 from densecode.errors import DensecodeError
 from densecode.eval import mbpp as mbpp_mod
 from densecode.eval.passk import mean_pass_at_k, pass_at_k
@@ -46,11 +48,17 @@ MBPPPLUS_MEMORY_MB = 4096
 
 
 def configure(parser) -> None:
-    parser.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    parser.add_argument("--benchmark", default=None, metavar="NAME",
+                        help=f"{', '.join(BENCHMARKS)}, or any registered domain's name (its held-out split)")
+    parser.add_argument("--domain", default=None,
+                        help="evaluate this domain's held-out tasks (a registered name, 'package.module:Class', or the "
+                             "domain of --config, e.g. a simulator plug-in); same as --benchmark NAME for a domain")
+    add_config_arguments(parser)
     parser.add_argument("--model", default="densecode-tiny",
                         help="model dir, hub id, densecode-tiny, or a densecode train run/checkpoint dir")
     parser.add_argument("--data", default=None,
-                        help="benchmark file (mbpp/mbppplus .jsonl) or RoboEval tasks dir; default: the dataset hub")
+                        help="benchmark file (mbpp/mbppplus .jsonl), or your CodeBotler checkout for roboeval (its "
+                             "root, benchmark/ or benchmark/tasks); default: the dataset hub")
     parser.add_argument("--split", default="test", choices=mbpp_mod.SPLIT_CHOICES,
                         help="MBPP task-id split (test = 11-510) or robotics split (test/validation/train)")
     parser.add_argument("--n", type=int, default=1, help="samples per task (pass@k for k <= n)")
@@ -58,10 +66,22 @@ def configure(parser) -> None:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--max-new-tokens", type=int, default=512)
     parser.add_argument("--few-shot", type=int, default=0, help="examples before the problem (mbpp/mbppplus)")
-    parser.add_argument("--prompt-style", default="auto", choices=("auto", "chat", "completion"),
-                        help="auto: chat template when the tokenizer has one, else plain completion")
+    parser.add_argument("--prompt-style", default="auto", choices=("auto", "chat", "completion", "codebotler", "instruction"),
+                        help="mbpp: auto = chat template when the tokenizer has one, else plain completion; "
+                             "roboeval: codebotler (the checkout's code_generation/prompt_prefix.py + '# <task>') "
+                             "or instruction (densecode's '# Instruction:' format); auto = codebotler when the "
+                             "prompt file is found")
+    parser.add_argument("--roboeval-semantics", default="codebotler", choices=("codebotler", "fixed"),
+                        help="roboeval: judge exactly as CodeBotler's evaluator (default; the published numbers), "
+                             "or with its accidents fixed (docs/roboeval.md)")
+    parser.add_argument("--roboeval-subset", default=None, metavar="FOLDER",
+                        help="roboeval: evaluate the task files of this subfolder of benchmark/tasks "
+                             "(e.g. open_world_knowledge) instead of the top-level ones")
     parser.add_argument("--grammar", default="off", choices=("off", "check", "constrain"),
                         help="SynCode processor during generation")
+    parser.add_argument("--grammar-code-prefix", default=None, choices=("auto", "prompt", "none"),
+                        help="code the grammar sees before the completion (generation.grammar_code_prefix; a domain "
+                             "eval reads it from the config)")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -178,7 +198,8 @@ def sample(args, model, tokenizer, prompts: list[str], stop: list[str]) -> tuple
     if fits:
         gens = generate(model, tokenizer, [prompts[i] for i in fits], n=args.n, max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature, top_p=args.top_p if args.temperature > 0 else 1.0,
-                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True)
+                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True,
+                        grammar_options={"code_prefix": getattr(args, "grammar_code_prefix", None) or "auto"})
     seconds = time.perf_counter() - start
     for k, i in enumerate(fits):
         out[i] = [Sample(g.completion, g.finish_reason, len(g.token_ids)) for g in gens[k * args.n:(k + 1) * args.n]]
@@ -326,7 +347,10 @@ def _robo_bodies(args, prompts: list[str], out: dict) -> list[list[str]]:
 def evaluate_robotics(args, out: dict) -> dict:
     """densecode's held-out robotics split, judged on every world of each task."""
     import densecode_robosim as robosim
-    from densecode_robosim.roboeval import table_class
+
+    from densecode.eval.roboeval import table_class
+    from densecode.simulators.robosim import evaluate as evaluate_programs
+    from densecode.simulators.robosim import summarize
 
     if args.split not in ("test", "validation", "train"):
         raise DensecodeError(f"--split {args.split}: the robotics suite has test, validation and train splits")
@@ -344,7 +368,7 @@ def evaluate_robotics(args, out: dict) -> dict:
     flat_programs = [robosim.tasks.program_from_body(b) for bs in bodies for b in bs]
     flat_tasks = [t for t, bs in zip(tasks, bodies) for _ in bs]
     start = time.perf_counter()
-    outcomes = robosim.evaluate(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
+    outcomes = evaluate_programs(flat_programs, flat_tasks, mode="concrete", timeout_s=timeout)
     out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
     tasks_out, k = [], 0
     for task, bs in zip(tasks, bodies):
@@ -354,7 +378,8 @@ def evaluate_robotics(args, out: dict) -> dict:
             k += 1
             samples.append({"completion": body, "program": robosim.tasks.program_from_body(body),
                             "verdict": "pass" if o.success else "fail", "outcome": o.outcome,
-                            "error": _robo_error(o.error), "table_class": table_class(o.outcome)})
+                            "error": _robo_error(o.error),
+                            "table_class": table_class(o.outcome, timeout_class="task_failure")})
         n_correct = sum(s["verdict"] == "pass" for s in samples)
         tasks_out.append({"task_id": task.task_id, "family": task.family, "prompt": task.prompt,
                           "completion": samples[0]["completion"], "verdict": samples[0]["verdict"],
@@ -362,7 +387,7 @@ def evaluate_robotics(args, out: dict) -> dict:
                           "n_correct": n_correct, "pass@1": pass_at_k(len(samples), n_correct, 1),
                           "samples": samples})
     all_samples = [s for t in tasks_out for s in t["samples"]]
-    summary = robosim.summarize(outcomes)
+    summary = summarize(outcomes)
     out["tasks"] = tasks_out
     from densecode.eval.passk import ks_for
 
@@ -393,22 +418,33 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
     """The user's RoboEval copy: 80 prompts, per-prompt pass@1 and the paper's error breakdown."""
     if args.data is None:
         raise DensecodeError(
-            "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with the "
-            "benchmark/tasks directory of your own RoboEval (CodeBotler) checkout"
+            "RoboEval is not downloaded by densecode (its licence forbids training on it): pass --data with your own "
+            "CodeBotler checkout (its root, benchmark/ or benchmark/tasks)"
         )
-    from densecode_robosim.roboeval import evaluate_roboeval, load_roboeval, roboeval_prompts
-
-    tasks = load_roboeval(args.data)
-    entries = roboeval_prompts(tasks)
-    if args.limit is not None:
-        entries = entries[: args.limit]
     if args.canonical:
         raise DensecodeError("--canonical: RoboEval ships no reference programs; evaluate a model instead")
+    from densecode.eval.roboeval import (
+        evaluate_roboeval,
+        load_roboeval,
+        resolve_style,
+        roboeval_prompts,
+    )
+
+    suite = load_roboeval(args.data, semantics=args.roboeval_semantics, subset=args.roboeval_subset)
+    style, prefix = resolve_style(args.prompt_style, suite.prompt_prefix_path, args.data)
+    entries = roboeval_prompts(suite, style, prefix)
+    if args.limit is not None:
+        entries = entries[: args.limit]
     bodies = _robo_bodies(args, [e["prompt"] for e in entries], out)
     timeout = args.timeout or 1.0
-    out["settings"].update(tasks=len({e["task"] for e in entries}), prompts=len(entries), timeout_s=timeout)
+    out["settings"].update(tasks=len({e["task"] for e in entries}), prompts=len(entries), timeout_s=timeout,
+                           roboeval_semantics=suite.semantics, prompt_style=style,
+                           prompt_file=str(suite.prompt_prefix_path) if style == "codebotler" else None,
+                           tasks_dir=str(suite.tasks_dir), subset=args.roboeval_subset,
+                           skipped_files=[f"{path}: {why}" for path, why in suite.skipped])
     start = time.perf_counter()
-    report = evaluate_roboeval(tasks, {e["key"]: bs for e, bs in zip(entries, bodies)}, timeout_s=timeout)
+    report = evaluate_roboeval(suite, {e["key"]: bs for e, bs in zip(entries, bodies)}, timeout_s=timeout,
+                               progress=True)
     out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
     by_key = {p["key"]: p for p in report["per_prompt"]}
     tasks_out = []
@@ -432,10 +468,90 @@ def evaluate_roboeval_benchmark(args, out: dict) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ any domain
+
+
+def domain_config(args):
+    """The config a domain eval uses: --config, else the shipped <domain>.yaml if there is one, then --set."""
+    from densecode.config import load_config, resolve_config_path
+
+    name = args.domain or args.benchmark
+    path = args.config
+    overrides = list(getattr(args, "overrides", None) or [])
+    if path is None:
+        candidate = resolve_config_path(name)
+        path = candidate if Path(candidate).is_file() else None
+    if name is not None:
+        overrides.insert(0, f"domain={name}")
+    return load_config(path, overrides)
+
+
+def evaluate_domain(args, out: dict) -> dict:
+    """A domain's held-out split (its `tasks`), judged by its own `score` (sandbox, simulator, ...)."""
+    from densecode.domains import build_domain
+    from densecode.eval.passk import ks_for
+
+    cfg = domain_config(args)
+    if getattr(args, "grammar_code_prefix", None) is None:
+        args.grammar_code_prefix = cfg.generation.grammar_code_prefix
+    domain = build_domain(cfg)
+    domain.prepare()
+    split = args.split if args.split in ("test", "validation", "train") else domain.options.eval_split
+    n_tasks = args.tasks or args.limit or cfg.train.eval_tasks
+    tasks = domain.tasks(split, n_tasks, args.task_seed)
+    out["benchmark"] = domain.name
+    out["settings"].update(domain=domain.name, split=split, tasks=len(tasks), task_seed=args.task_seed)
+    if args.canonical:
+        answers = [domain.canonical_response(t) for t in tasks]
+        if any(a is None for a in answers):
+            raise DensecodeError(f"domain {domain.name!r}: {sum(a is None for a in answers)} of {len(tasks)} tasks "
+                                 "have no canonical answer (a `reference`), so --canonical cannot judge them")
+        responses = [[a] for a in answers]
+        out["model"] = "canonical answers"
+    else:
+        model, tokenizer, model_name = load_model(args)
+        out["model"] = model_name
+        stop = list(cfg.generation.stop or domain.stop)
+        samples, timing = sample(args, model, tokenizer, [t["prompt"] for t in tasks], stop)
+        out["timing"].update(timing)
+        responses = [[s.completion for s in ss] for ss in samples]
+    flat_tasks = [t for t, rs in zip(tasks, responses) for _ in rs]
+    start = time.perf_counter()
+    records = domain.score(flat_tasks, [r for rs in responses for r in rs])
+    out["timing"]["judge_s"] = round(time.perf_counter() - start, 2)
+    tasks_out, k = [], 0
+    for i, (task, rs) in enumerate(zip(tasks, responses)):
+        samples_out = []
+        for r in rs:
+            rec = records[k]
+            k += 1
+            samples_out.append({"completion": r, "verdict": "pass" if rec.get("outcome") == "success" else "fail",
+                                "outcome": rec.get("outcome"), "score": rec.get("score"),
+                                "error": rec.get("error") if isinstance(rec.get("error"), str) else None})
+        n_correct = sum(s["verdict"] == "pass" for s in samples_out)
+        tasks_out.append({"task_id": task.get("task_id", i), "prompt": task["prompt"],
+                          "completion": samples_out[0]["completion"], "verdict": samples_out[0]["verdict"],
+                          "outcome": samples_out[0]["outcome"], "error": samples_out[0]["error"],
+                          "n": len(samples_out), "n_correct": n_correct,
+                          "pass@1": pass_at_k(len(samples_out), n_correct, 1), "samples": samples_out})
+    out["tasks"] = tasks_out
+    counts = [t["n"] for t in tasks_out]
+    correct = [t["n_correct"] for t in tasks_out]
+    out["scores"] = {f"success pass@{k}": round(mean_pass_at_k(counts, correct, k), 4) for k in ks_for(args.n)}
+    out["scores"].update({key: round(v, 4) for key, v in domain.metrics(records).items()})
+    out["outcomes"] = _count(str(r.get("outcome")) for r in records)
+    return out
+
+
 # ------------------------------------------------------------------ command
 
 
 def _validate(args) -> None:
+    if args.benchmark is None and args.domain is None and args.config is None:
+        raise DensecodeError(f"name what to evaluate: --benchmark {{{','.join(BENCHMARKS)}}}, --domain NAME "
+                             "(any registered domain) or --config FILE (a domain's config, e.g. a simulator plug-in)")
+    if args.benchmark is not None and args.domain is not None and args.benchmark != args.domain:
+        raise DensecodeError("--benchmark and --domain name different things: pass one")
     if args.n < 1:
         raise DensecodeError(f"--n must be >= 1 (got {args.n})")
     if args.limit is not None and args.limit < 1:
@@ -453,6 +569,13 @@ def _validate(args) -> None:
     if args.n > 1 and args.temperature == 0:
         log.warning("--n %d with --temperature 0: greedy samples are identical, so pass@k = pass@1; "
                     "use e.g. --temperature 0.8 for pass@k", args.n)
+    if args.prompt_style in ("codebotler", "instruction") and args.benchmark != "roboeval":
+        raise DensecodeError(f"--prompt-style {args.prompt_style} is a RoboEval prompt protocol; "
+                             f"for --benchmark {args.benchmark} use auto, chat or completion")
+    if args.prompt_style in ("chat", "completion") and args.benchmark == "roboeval":
+        raise DensecodeError(f"--prompt-style {args.prompt_style}: RoboEval prompts are codebotler or instruction")
+    if args.roboeval_subset and args.benchmark != "roboeval":
+        raise DensecodeError("--roboeval-subset applies to --benchmark roboeval only")
     if args.benchmark in ("mbpp", "mbppplus") and args.data is not None and not Path(args.data).exists():
         raise DensecodeError(f"--data {args.data}: no such file (pass the {args.benchmark} .jsonl file)")
 
@@ -463,7 +586,7 @@ def evaluate(args) -> dict:
     out = {
         "benchmark": args.benchmark,
         "model": args.model,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": "densecode eval " + " ".join(shlex.quote(a) for a in getattr(args, "argv", []) or []),
         "settings": {"data": args.data, "split": args.split, "n": args.n, "temperature": args.temperature,
                      "max_new_tokens": args.max_new_tokens, "few_shot": args.few_shot, "limit": args.limit,
@@ -473,10 +596,12 @@ def evaluate(args) -> dict:
     start = time.perf_counter()
     if args.benchmark in ("mbpp", "mbppplus"):
         evaluate_code(args, out)
-    elif args.benchmark == "robotics":
+    elif args.benchmark == "robotics" and args.domain is None and args.config is None:
         evaluate_robotics(args, out)
-    else:
+    elif args.benchmark == "roboeval":
         evaluate_roboeval_benchmark(args, out)
+    else:
+        evaluate_domain(args, out)
     out["timing"]["total_s"] = round(time.perf_counter() - start, 2)
     return out
 
@@ -484,7 +609,8 @@ def evaluate(args) -> dict:
 def run(args) -> int:
     if not getattr(args, "argv", None):
         args.argv = sys.argv[2:] if len(sys.argv) > 2 and sys.argv[1] == "eval" else []
-    out_dir = Path(args.out or f"runs/eval/{args.benchmark}")
+    _validate(args)
+    out_dir = Path(args.out or f"runs/eval/{args.benchmark or args.domain or Path(args.config).stem}")
     results = evaluate(args)
     paths = write_run(out_dir, results)
     print()
@@ -492,5 +618,9 @@ def run(args) -> int:
         print(f"{key:>32}: {value}")
     if results.get("breakdown"):
         print("  breakdown: " + ", ".join(f"{k} {v}" for k, v in results["breakdown"].items()))
+    settings = results.get("settings") or {}
+    if settings.get("roboeval_semantics"):
+        print(f"  RoboEval judged with {settings['roboeval_semantics']} semantics; prompts: {settings['prompt_style']}"
+              + (f" ({settings['prompt_file']})" if settings.get("prompt_file") else ""))
     print(f"wrote {paths['results']}, {paths['report']}, {paths['chart']}")
     return 0

@@ -22,17 +22,14 @@ from densecode.config import (
     resolve_config_path,
 )
 from densecode.errors import DensecodeError
-from densecode.simulators import is_plugin
 
 logger = logging.getLogger("densecode.train")
-
-DOMAINS = ("robotics", "code")
 
 
 def configure(parser) -> None:
     parser.add_argument("--domain", default=None,
-                        help="robotics (RoboSim tasks, sim reward), code (jsonl tasks with tests), or the domain "
-                             "of a simulator plug-in config")
+                        help="a registered domain (robotics, code, ...: see `densecode config --domains`), "
+                             "'package.module:Class', or the domain of a simulator plug-in config")
     add_config_arguments(parser)
     parser.add_argument("--model", default=None, help="model dir, densecode-tiny, or hub id (overrides model.name_or_path)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default=None, help="optimiser (overrides algo.name)")
@@ -61,8 +58,11 @@ def resolve_config(args):
         name = f"{domain}-grpo" if args.algo == "grpo" else domain
         config_path = resolve_config_path(name)
         if not Path(config_path).is_file():
-            raise DensecodeError(f"no default config for domain {domain!r} (expected configs/{domain}.yaml); "
-                                 "pass --config FILE")
+            from densecode.domains import get_domain_class
+
+            # A registered domain without a shipped YAML trains from the dataclass defaults (+ --set).
+            get_domain_class(domain)
+            config_path = None
     if args.domain:
         overrides.insert(0, f"domain={args.domain}")
     if args.model:
@@ -74,33 +74,15 @@ def resolve_config(args):
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
     cfg = load_config(config_path, overrides)
-    if cfg.domain not in DOMAINS and not is_plugin(cfg.tasks):
-        raise DensecodeError(f"unknown domain {cfg.domain!r}: choose one of {', '.join(DOMAINS)} (--domain), "
-                             "or name a simulator plug-in under tasks.simulator (see configs/warehouse.yaml)")
     return cfg, config_path, resume_ckpt
 
 
-def build_reward_fn(cfg):
-    from densecode.rewards import build_assembler, effective_weights
+def build_reward_fn(cfg, domain=None):
+    """The domain's reward assembler (kept for callers that have only a config)."""
+    from densecode.domains import build_domain
+    from densecode.domains import build_reward_fn as _build
 
-    simulator = None
-    if is_plugin(cfg.tasks):
-        from densecode.simulators import GymProgramBackend
-
-        simulator = GymProgramBackend.from_config(cfg.tasks)
-    elif cfg.domain == "robotics" and effective_weights(cfg.reward, cfg.domain).get("sim", 0.0) > 0:
-        try:
-            from densecode_robosim import RoboSimBackend
-        except ImportError as exc:
-            raise DensecodeError(f"the robotics sim reward needs robosim.RoboSimBackend: {exc}") from None
-        # tasks.sim: RoboSimBackend options, e.g. {mode: dynamic} (reference scoring) or {clean_credit: 0}.
-        sim_opts = dict(cfg.tasks.get("sim") or {})
-        try:
-            simulator = RoboSimBackend(**sim_opts)
-        except TypeError as exc:
-            raise DensecodeError(f"tasks.sim: {exc} (known: mode, n_runs, clean_credit, check_credit, error_penalty, "
-                                 "timeout_s, max_calls, seed)") from None
-    return build_assembler(cfg.reward, cfg.domain, simulator=simulator)
+    return _build(cfg, domain if domain is not None else build_domain(cfg))
 
 
 def build_algorithm(cfg):
@@ -121,8 +103,9 @@ def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
+    from densecode.domains import build_domain
+    from densecode.domains import build_reward_fn as domain_reward_fn
     from densecode.models import load_model_and_tokenizer
-    from densecode.rl.tasks import build_task_source
     from densecode.rl.trainer import Trainer
 
     accelerator = accelerator or Accelerator(mixed_precision=cfg.train.mixed_precision)
@@ -133,14 +116,17 @@ def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None
                              "on CPUs use `ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N "
                              "-m densecode.cli train ...`")
     set_seed(cfg.train.seed)
-    task_source = task_source or build_task_source(cfg)
+    domain = build_domain(cfg) if task_source is None or reward_fn is None else None
+    if task_source is None:
+        domain.prepare()
+    task_source = task_source or domain
     lora = cfg.lora if cfg.lora.enabled else None
     model, tokenizer = load_model_and_tokenizer(cfg.model, lora, device=accelerator.device, for_training=True)
     algo = build_algorithm(cfg)
     critic = None
     if algo.needs_value_head and cfg.model.value_model == "separate":
         critic, _ = load_model_and_tokenizer(cfg.model, lora, device=accelerator.device, for_training=True)
-    reward_fn = reward_fn or build_reward_fn(cfg)
+    reward_fn = reward_fn or domain_reward_fn(cfg, domain)
     return Trainer(cfg, model=model, tokenizer=tokenizer, task_source=task_source, reward_fn=reward_fn, algo=algo,
                    run_dir=run_dir, critic=critic, accelerator=accelerator, progress=progress)
 

@@ -1,7 +1,7 @@
 """`densecode` command line: a thin dispatcher.
 
-Each subcommand lives in its own module exposing `configure(parser)` and
-`run(args) -> int`; modules are imported lazily so `densecode --help` stays fast
+Each subcommand lives in its own module of this package (densecode/cli/<command>.py) exposing
+`configure(parser)` and `run(args) -> int`; modules are imported lazily so `densecode --help` stays fast
 and a broken optional dependency only affects its own command.
 """
 
@@ -16,13 +16,13 @@ from densecode.errors import DensecodeError
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("densecode.train_cli", "fine-tune a policy with PPO or GRPO on dense rewards"),
-    "generate": ("densecode.generate_cli", "sample completions (optionally SynCode-checked) to JSONL"),
-    "eval": ("densecode.eval.cli", "evaluate a model on mbpp, mbppplus, roboeval or robotics"),
-    "explain": ("densecode.rewards.explain", "render per-token rewards of rollouts as an HTML page"),
-    "compare": ("densecode.eval.compare", "side-by-side table and chart of two eval or train runs"),
-    "build-model": ("densecode.embedded.build", "rebuild the embedded densecode-tiny model offline"),
-    "config": ("densecode.config_cli", "print the resolved configuration (YAML + overrides)"),
+    "train": ("densecode.cli.train", "fine-tune a policy with PPO or GRPO on dense rewards"),
+    "generate": ("densecode.cli.generate", "sample completions (optionally SynCode-checked) to JSONL"),
+    "eval": ("densecode.cli.eval", "evaluate a model on mbpp, mbppplus, roboeval, robotics or any domain"),
+    "explain": ("densecode.cli.explain", "render per-token rewards of rollouts as an HTML page"),
+    "compare": ("densecode.cli.compare", "side-by-side table and chart of two eval or train runs"),
+    "build-model": ("densecode.cli.build_model", "rebuild the embedded densecode-tiny model offline"),
+    "config": ("densecode.cli.config", "print the resolved configuration (YAML + overrides)"),
 }
 
 
