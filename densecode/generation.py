@@ -176,13 +176,20 @@ def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor)
     return out
 
 
-def _first_accepted(grammar, row: int, logits: torch.Tensor, temperature: float, generator) -> int | None:
+PROBE_BEFORE_MASK = 4  # candidates checked one by one before SynCode's mask is computed
+
+
+def _first_accepted(grammar, row: int, logits: torch.Tensor, temperature: float, generator,
+                    mask_fn=None) -> int | None:
     """An exact draw from softmax(logits / T) restricted to the tokens the parser accepts.
 
     Gumbel-max order: sorting logits / T + Gumbel noise gives the order in which
     repeated draws without replacement would come up, so the first token in that order
-    the parser accepts is distributed as the restricted distribution, without a tensor
-    round per rejection. At temperature 0 the order is by logit (greedy).
+    the parser accepts is distributed as the restricted distribution. Candidates are
+    checked in that order; after PROBE_BEFORE_MASK rejections `mask_fn()` (SynCode's
+    mask, a superset of the accepted tokens) skips candidates it rules out, which leaves
+    the first accepted token, hence the distribution, unchanged. At temperature 0 the
+    order is by logit (greedy).
     """
     finite = torch.isfinite(logits).nonzero().squeeze(-1)
     if len(finite) == 0:
@@ -192,55 +199,63 @@ def _first_accepted(grammar, row: int, logits: torch.Tensor, temperature: float,
         u = torch.rand(keys.shape, generator=generator, device=keys.device).clamp_(min=1e-20)
         keys = keys / temperature - torch.log(-torch.log(u))
     order = finite[torch.argsort(keys, descending=True)].tolist()
-    chunk = 16
-    for start in range(0, len(order), chunk):
-        candidates = order[start:start + chunk]
+    probe = order[:PROBE_BEFORE_MASK]
+    for tok, ok in zip(probe, grammar.accepted(row, probe)):
+        if ok:
+            return tok
+    rest = order[PROBE_BEFORE_MASK:]
+    if mask_fn is not None and rest:
+        mask = mask_fn()
+        if mask is not None:
+            allowed = mask.tolist()
+            rest = [t for t in rest if t < len(allowed) and allowed[t]]
+    for start in range(0, len(rest), 16):
+        candidates = rest[start:start + 16]
         for tok, ok in zip(candidates, grammar.accepted(row, candidates)):
             if ok:
                 return tok
     return None
 
 
-def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, generator, positions=None):
-    """constrain: redraw tokens the grammar's parser rejects (the mask over-approximates).
+def _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator, mask_fn=None):
+    """constrain: redraw the rows whose token the parser rejects, exactly from q restricted to A.
 
-    `logits` [B or len(positions), V] are the (truncated, masked) logits each row draws
-    from; `positions` maps their rows to batch positions (None: all). A rejected row is
-    drawn again from its logits restricted to what the parser accepts (exact, see
-    `_first_accepted`); the recorded log-prob is under its logits without the tokens
-    the parser rejected.
+    q = softmax(truncated / T) (truncation, and in "mask" mode SynCode's mask, already
+    applied); when no token of q's support is accepted, the untruncated `raw` logits.
+    The recorded log-prob is under the logits the token came from, without the tokens
+    the parser rejected this step.
     """
-    positions = list(range(len(alive))) if positions is None else positions
-    where = {b: i for i, b in enumerate(positions)}
     for b in grammar.reject(alive, tokens.tolist()):
-        if b not in where:
-            continue
-        i = where[b]
-        logits[i, tokens[b]] = float("-inf")
-        tok = _first_accepted(grammar, alive[b], logits[i], temperature, generator)
+        row = alive[b]
+        masker = (lambda b=b: mask_fn(b)) if mask_fn is not None else None
+        source = truncated[b].clone()
+        source[tokens[b]] = float("-inf")
+        tok = _first_accepted(grammar, row, source, temperature, generator, masker)
+        if tok is None:
+            source = raw[b].clone()
+            if mask_fn is not None and mask_fn(b) is not None:
+                source = source.masked_fill(~mask_fn(b).to(source.device), float("-inf"))
+            source[tokens[b]] = float("-inf")
+            tok = _first_accepted(grammar, row, source, temperature, generator, masker)
         if tok is None:
             continue  # nothing acceptable: the row keeps its token, verdict False
-        rejected = [t for t, v in grammar.rows[alive[b]].checked.items() if v is False]
+        rejected = [t for t, v in grammar.rows[row].checked.items() if v is False]
         if rejected:
-            logits[i, rejected] = float("-inf")
-        scaled = logits[i] / temperature if temperature > 0 else logits[i]
+            source[rejected] = float("-inf")
+        scaled = source / temperature if temperature > 0 else source
         tokens[b] = tok
         logps[b] = torch.log_softmax(scaled, -1)[tok]
     return tokens, logps
 
 
 def _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature, generator):
-    """Keep draws the parser accepts; mask (SynCode) and redraw only the rejected rows."""
-    bad = grammar.reject(alive, tokens.tolist())
-    if not bad:
-        return tokens, logps
-    masks = grammar.masks(alive, bad, raw.shape[-1])
-    positions = [b for b, m in zip(bad, masks) if m is not None]  # None: that row fell back (unconstrained)
-    if not positions:
-        return tokens, logps
-    sub = torch.stack([_restrict(truncated[b], raw[b], m) for b, m in
-                       zip(bad, masks) if m is not None])
-    return _resample_rejected(grammar, alive, sub, tokens, logps, temperature, generator, positions)
+    """Keep draws the parser accepts; redraw only the rejected rows (mask computed only if needed)."""
+    vocab = raw.shape[-1]
+
+    def mask_fn(b):
+        return grammar.masks(alive, [b], vocab)[0]
+
+    return _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator, mask_fn)
 
 
 def _accepts_position_ids(model) -> bool:
@@ -313,7 +328,8 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         tokens, logps = _draw(truncated, temperature, generator)
         if grammar is not None and grammar.mode == "constrain":
             if grammar.masks_every_step:
-                tokens, logps = _resample_rejected(grammar, alive, truncated, tokens, logps, temperature, generator)
+                tokens, logps = _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature,
+                                                   generator, lambda b: grammar.rows[alive[b]].mask)
             else:
                 tokens, logps = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature,
                                                        generator)
