@@ -22,8 +22,8 @@ Variants (configs/<domain>.yaml and configs/<domain>-grpo.yaml, --domain robotic
     .venv/bin/python benchmarks/optimizers.py --quick            # small budget (~minutes)
     .venv/bin/python benchmarks/optimizers.py --steps 150        # full budget
     # truncation masking, before vs after #22, with max_new_tokens lowered so 10-30% of responses are cut:
-    .venv/bin/python benchmarks/optimizers.py --variants microcoder-previous,microcoder \\
-        --max-new-tokens 64 --steps 24 --eval-every 8 --eval-tasks 100 --out runs/bench/masking
+    .venv/bin/python benchmarks/optimizers.py --variants microcoder-previous,microcoder --max-new-tokens 80 \\
+        --responses-per-step 32 --group-size 8 --steps 30 --eval-every 10 --eval-tasks 100 --out runs/bench/masking
 Writes <out>/optimizers.png (held-out success and executability curves), <out>/optimizers.md (tables:
 held-out success, and for GRPO runs how many responses were truncated and masked, and why, summed over
 all steps) and <out>/optimizers.json; the runs stay in <out>/<variant>/.
