@@ -27,7 +27,7 @@ import os
 import time
 
 from densecode_robosim.checks import judge
-from densecode_robosim.runner import run_programs, world_runs
+from densecode.simulators.robosim import run_programs, world_runs
 from densecode_robosim.tasks import generate_tasks
 from densecode_robosim.world import API_NAMES, RobotError, World
 from tqdm import tqdm
@@ -109,7 +109,7 @@ def main() -> None:
     print(f"per bridged API call: {1e6 * run_s / max(calls, 1):.0f} us of run time, "
           f"{1e6 * sim_s / max(calls, 1):.0f} us in the simulator")
     # where the sandbox time goes: a run with no calls vs one with 100 calls
-    from densecode_robosim.runner import WorldRun
+    from densecode.simulators.robosim import WorldRun
 
     probe = WorldRun({"rooms": ["a", "b"], "robot": "a"})
     costs = {}

@@ -3,7 +3,6 @@
     .venv/bin/python benchmarks/run_all.py --quick              # <= 10 minutes on 2 cores
     .venv/bin/python benchmarks/run_all.py                      # full budgets (the scripts' defaults)
     .venv/bin/python benchmarks/run_all.py --only sandbox_throughput robosim_throughput
-    .venv/bin/python benchmarks/run_all.py --update-readme      # RESULTS.md table -> README.md (no runs)
     .venv/bin/python benchmarks/run_all.py --list
 
 Convention for benchmark scripts (machine-readable figures)
@@ -32,9 +31,8 @@ saying so; run_all itself never crashes on a benchmark.
 Results are kept in benchmarks/RESULTS.json (all records, merged with earlier
 runs of benchmarks not re-run now) and rendered to benchmarks/RESULTS.md: one
 table with each figure, its baseline, the ratio, the machine, the date and
-the command. `--update-readme` copies that table into README.md between the
-markers `<!-- results:start -->` and `<!-- results:end -->`, so the README's
-performance numbers are never typed by hand.
+the command. It is the one place the figures are kept: docs/performance.md links
+to it instead of copying it, so no performance number is typed by hand.
 """
 
 from __future__ import annotations
@@ -56,10 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "benchmarks"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 RESULTS_JSON = BENCH_DIR / "RESULTS.json"
-README = ROOT / "README.md"
 LOG_DIR = ROOT / "runs" / "bench" / "logs"
-MARK_START = "<!-- results:start -->"
-MARK_END = "<!-- results:end -->"
 QUICK_BUDGET_S = 600
 # run_all points the training comparisons' --out here in quick mode and empties it first:
 # those scripts reuse finished runs in their --out, and a quick run must measure afresh.
@@ -89,6 +84,8 @@ BENCHES = [
           quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70),
     Bench("reward_throughput", "dense reward assembly: samples/s",
           quick_args=["--n", "64", "--repeats", "1"], quick_timeout_s=50),
+    Bench("syntax_position_probe", "where the syntax -1 lands: ` $` probe over all MBPP references",
+          quick_timeout_s=60),
     Bench("robosim_throughput", "RoboSim: programs judged per second",
           quick_args=["--tasks", "100"], quick_timeout_s=50),
     Bench("ppo_step_vs_trl", "densecode PPO step vs TRL PPOTrainer",
@@ -107,6 +104,11 @@ BENCHES = [
           quick_args=["--steps", "4", "--eval-every", "2", "--eval-tasks", "20", "--responses-per-step", "8",
                       "--group-size", "4", "--variants", "ppo-dense,microcoder",
                       "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230),
+    # issue #14's code tasks (last: in --quick they get what the others leave)
+    Bench("testgen_throughput", "testgen: responses judged per second (coverage + mutants) vs one python each",
+          quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),
+    Bench("commitmsg_throughput", "commitmsg: messages scored per second (ROUGE-L + chrF) vs one python each",
+          quick_args=["--tasks", "300", "--naive-limit", "5"], quick_timeout_s=40),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 
@@ -291,23 +293,6 @@ def render_results_md(records: list[dict], mode: str) -> str:
     ])
 
 
-def update_readme(readme: Path | None = None, results_md: Path | None = None) -> None:
-    """Copy the RESULTS.md table into `readme` between the results markers."""
-    readme = readme or README
-    results_md = results_md or RESULTS_MD
-    if not results_md.is_file():
-        raise SystemExit(f"{results_md} does not exist: run benchmarks/run_all.py first")
-    text = readme.read_text()
-    if MARK_START not in text or MARK_END not in text or text.index(MARK_START) > text.index(MARK_END):
-        raise SystemExit(f"{readme} has no '{MARK_START}' ... '{MARK_END}' block: add the two markers where the "
-                         "performance table belongs, then rerun with --update-readme")
-    table = "\n".join(line for line in results_md.read_text().splitlines() if line.startswith("|"))
-    block = f"{MARK_START}\n<!-- generated from benchmarks/RESULTS.md by benchmarks/run_all.py --update-readme -->\n{table}\n{MARK_END}"
-    head, rest = text.split(MARK_START, 1)
-    _, tail = rest.split(MARK_END, 1)
-    readme.write_text(head + block + tail)
-
-
 # ------------------------------------------------------------------ main
 
 
@@ -324,19 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help=f"small budgets, <= {QUICK_BUDGET_S // 60} minutes in all")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks (others keep earlier rows)")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    p.add_argument("--update-readme", action="store_true",
-                   help="copy the RESULTS.md table into README.md between the results markers")
-    p.add_argument("--no-run", action="store_true", help="with --update-readme: do not run anything first")
     p.add_argument("--python", default=sys.executable, help="interpreter for the scripts (default: this one)")
     args = p.parse_args(argv)
     if args.list:
         for b in BENCHES:
             state = "" if b.script.is_file() else "  (not available yet)"
             print(f"{b.name:20s} {b.what}{state}")
-        return 0
-    if args.update_readme and (args.no_run or not (args.quick or args.only)):
-        update_readme()
-        print(f"updated {README.relative_to(ROOT)} from {RESULTS_MD.relative_to(ROOT)}")
         return 0
     unknown = [n for n in args.only or [] if n not in BY_NAME]
     if unknown:
@@ -373,9 +351,6 @@ def main(argv: list[str] | None = None) -> int:
     print(render_table(new))
     print(f"\nwrote {RESULTS_MD.relative_to(ROOT)} and {RESULTS_JSON.relative_to(ROOT)} "
           f"({time.perf_counter() - start:.0f} s)")
-    if args.update_readme:
-        update_readme()
-        print(f"updated {README.relative_to(ROOT)}")
     return 0
 
 

@@ -12,7 +12,9 @@ the dataclass here with a default and a comment saying why that default.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import importlib.resources
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,7 +25,9 @@ import yaml
 
 from densecode.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The default configs ship inside the package as data (in a checkout, densecode/configs is a link to the
+# top-level configs/, the one copy), so `--config robotics` resolves in any install, from any folder.
+CONFIG_DIR = Path(str(importlib.resources.files("densecode") / "configs"))
 
 
 @dataclass
@@ -31,18 +35,18 @@ class ModelConfig:
     # "densecode-tiny" is the embedded offline default; any local dir or hub id works.
     name_or_path: str = "densecode-tiny"
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on GPUs that support it, else fp32)
-    trust_remote_code: bool = False
-    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False  # run a hub model's own modelling code (only for checkpoints you trust)
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower steps
     # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
     value_model: str = "shared"
 
 
 @dataclass
 class LoraConfig:
-    enabled: bool = False
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    enabled: bool = False  # train LoRA adapters instead of every weight (the reference does, for 1.5B+ models)
+    r: int = 16  # adapter rank (reference)
+    alpha: int = 32  # scaling alpha / r = 2 (reference)
+    dropout: float = 0.05  # on the adapter input (reference)
     # Names follow Llama/Qwen; GPT-2 style models use c_attn/c_proj/c_fc.
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -51,27 +55,26 @@ class LoraConfig:
 
 @dataclass
 class GenerationConfig:
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = 0
+    max_new_tokens: int = 128  # response length limit; a response cut here has finish_reason "length"
+    temperature: float = 1.0  # rollout sampling temperature (PPO; GRPO's schedule is algo.grpo.temperature_schedule)
+    top_p: float = 0.95  # nucleus sampling (reference 0.95); 1.0 = off
+    top_k: int = 0  # 0 = off
     grammar: str = "off"  # off | check | constrain (SynCode logits processor)
     # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
     # else after its last ``` fence, else nothing) | prompt | none.
     grammar_code_prefix: str = "auto"
+    # Strings that end a response (cut before them); empty = the domain's own stop strings at eval.
     stop: list[str] = field(default_factory=list)
-    batch_size: int = 16
-    # Penalty added to the last token of a response that ended without EOS/stop (0 disables).
-    missing_eos_penalty: float = 0.0
+    batch_size: int = 16  # rows per generate() call (memory vs speed; results do not depend on it)
 
 
 @dataclass
 class RewardConfig:
     mode: str = "dense"  # dense | sparse (same components summed onto the last token)
     code_regions: str = "auto"  # auto | completion | fenced
-    # Merged over densecode.rewards.default_weights(domain) (the reference weights: code
-    # lint/syntax/dfg 0.1, tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9);
-    # a weight of 0 switches a component off.
+    # Merged over the domain's default weights (the reference weights: code lint/syntax/dfg 0.1,
+    # tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9); a weight of 0 switches a
+    # component off. `missing_eos: W` puts -W on the last token of a response cut by the length limit.
     weights: dict[str, float] = field(default_factory=dict)
     # Per-component options, e.g. {"tests": {"fail_penalty": -0.3}, "syntax": {"source": "python"}}.
     components: dict[str, dict] = field(default_factory=dict)
@@ -166,6 +169,9 @@ class AlgoConfig:
     num_minibatches: int = 1
     grad_accum_steps: int = 1
     max_grad_norm: float = 1.0
+    # Rollout scoring: False = log pi_old (and PPO's values) from the sampling pass itself (only the
+    # reference runs a forward pass); True = a separate no-grad forward pass for them.
+    score_pass: bool = False
     ppo: PPOConfig = field(default_factory=PPOConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
 
@@ -199,21 +205,22 @@ RENAMED_KEYS: dict[str, str] = {
     "algo.grpo_clip_eps_high": "algo.grpo.clip_eps_high",
     "algo.grpo_sequence_reward": "algo.grpo.sequence_reward",
     "algo.temperature_schedule": "algo.grpo.temperature_schedule",
+    "generation.missing_eos_penalty": "reward.weights.missing_eos (the penalty's size, >= 0; a reward component now)",
 }
 
 
 @dataclass
 class TrainingConfig:
-    steps: int = 100
+    steps: int = 100  # total optimiser steps (one rollout batch each)
     batch_size: int = 16  # prompts per step (PPO) / groups per step (GRPO)
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    seed: int = 0
-    output_dir: str = "runs/densecode"
-    save_every: int = 50
-    eval_every: int = 25
-    eval_tasks: int = 64
-    log_every: int = 1
+    lr: float = 1e-5  # policy learning rate (AdamW); the value head's is algo.ppo.vf_lr
+    weight_decay: float = 0.0  # AdamW weight decay
+    seed: int = 0  # seeds sampling, minibatch order and task draws (a step's seeds derive from it: exact resume)
+    output_dir: str = "runs/densecode"  # the run directory (config.yaml, metrics.jsonl, checkpoints/, ...)
+    save_every: int = 50  # checkpoint every N steps (and always at the end); 0 = only at the end
+    eval_every: int = 25  # held-out eval every N steps, at step 0 and at the end; 0 = never
+    eval_tasks: int = 64  # held-out tasks per eval (the same tasks every time)
+    log_every: int = 1  # a metrics.jsonl / TensorBoard row every N steps
     # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
     rollouts_every: int = 10
     mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
@@ -229,10 +236,10 @@ class SandboxConfig:
     # CPU time decides "too slow" (independent of machine load); the wall clock catches sleepers.
     # MBPP reference solutions use < 0.01 s CPU except task 123 (2.5 s), which times out as upstream.
     timeout_s: float = 5.0
-    cpu_s: float = 2.0
+    cpu_s: float = 2.0  # CPU seconds per program; over it the program is killed and judged `timeout`
     memory_mb: int = 1024  # address space (RLIMIT_AS); numpy alone maps ~300 MB
-    max_procs: int = 16
-    file_size_mb: int = 16
+    max_procs: int = 16  # processes per program (RLIMIT_NPROC under the pool's own uid): stops fork bombs
+    file_size_mb: int = 16  # largest file a program may write in its private /tmp (RLIMIT_FSIZE)
     output_bytes: int = 1048576  # stdout+stderr kept per program; more kills it (output_limit)
 
 
@@ -246,8 +253,9 @@ class DensecodeConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainingConfig = field(default_factory=TrainingConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    # Task source options (domain-specific): e.g. {"path": "tasks.jsonl"} or {"simulator": "module:Class"}.
-    tasks: dict[str, Any] = field(default_factory=dict)
+    # The domain's options (its `Options` dataclass, e.g. densecode.domains.robotics.RoboticsOptions);
+    # typed once the domain is known, so unknown keys and wrong types are errors like everywhere else.
+    tasks: Any = None
 
 
 # ---------------------------------------------------------------- type checking
@@ -316,6 +324,11 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+def apply_mapping(obj: Any, data: dict, source: str, prefix: str = "") -> None:
+    """Set the fields of dataclass `obj` from a mapping, type-checked; errors name `prefix+key` and `source`."""
+    _apply(obj, data, source, prefix)
+
+
 def _apply(obj: Any, data: dict, source: str, prefix: str = "") -> None:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: section '{prefix.rstrip('.') or '<top>'}' must be a mapping, got {data!r}")
@@ -367,9 +380,10 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """A path as given, or a bare name found in the project's `configs/` (e.g. 'robotics')."""
+    """A YAML file as given, else a default config shipped with the package by name ('robotics' or
+    'robotics.yaml'); a name found nowhere comes back unchanged for the caller's "not found" error."""
     path = Path(name)
-    if path.exists():
+    if path.is_file():
         return path
     for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
         if candidate.is_file():
@@ -402,14 +416,61 @@ def load_config(
 ) -> DensecodeConfig:
     """Defaults ← YAML file (and its `base` chain) ← `--set` overrides."""
     cfg = base if base is not None else DensecodeConfig()
+    # `tasks:` is typed by the domain's Options class, known only once every layer has set `domain`.
+    tasks_layers: list[tuple[Any, str]] = []
+    source_dir = None
     if path is not None:
-        for data, source in _read_yaml(resolve_config_path(path)):
+        resolved = resolve_config_path(path)
+        source_dir = resolved.resolve().parent
+        for data, source in _read_yaml(resolved):
+            data = dict(data)
+            if "tasks" in data:
+                tasks_layers.append((data.pop("tasks"), source))
             _apply(cfg, data, source)
     for text in overrides or []:
         key, value = parse_override(text)
-        _apply(cfg, _nest(key, value), f"--set {text}")
+        nested = _nest(key, value)
+        if "tasks" in nested:
+            tasks_layers.append((nested.pop("tasks"), f"--set {text}"))
+        _apply(cfg, nested, f"--set {text}")
+    cfg.tasks = build_task_options(cfg.domain, tasks_layers, cfg.tasks, source_dir)
+    # Where relative paths and modules named by the config resolve from (not a config field).
+    cfg.source_dir = source_dir
     validate(cfg)
     return cfg
+
+
+def build_task_options(domain: str, layers: list[tuple[Any, str]], current: Any = None,
+                       source_dir: Path | None = None) -> Any:
+    """The domain's Options dataclass from the raw `tasks:` layers, base first.
+
+    A key set to null goes back to its default (or, if this domain has no such key, is dropped: a plug-in
+    config whose base is robotics.yaml writes `sim: null` to unset RoboSim's options).
+    """
+    from densecode.domains.registry import get_domain_class
+
+    merged: dict = {}
+    for data, source in layers:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: section 'tasks' must be a mapping, got {data!r}")
+        merged.update(data)
+    if dataclasses.is_dataclass(current) and not isinstance(current, type):
+        merged = {**dataclasses.asdict(current), **merged}
+    cls = get_domain_class(domain, merged, source_dir).Options
+    opts = current if isinstance(current, cls) else cls()
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    # Keys this domain lacks that a layer unsets with null are dropped from every layer.
+    dropped = {k for data, _ in layers for k, v in data.items() if v is None and k not in names}
+    for data, source in layers:
+        for key, value in data.items():
+            if key in dropped:
+                continue
+            if value is None and key in names:
+                setattr(opts, key, copy.deepcopy(getattr(defaults, key)))
+            else:
+                _apply(opts, {key: value}, source, prefix="tasks.")
+    return opts
 
 
 _CHOICES = {

@@ -260,8 +260,6 @@ def load_model_and_tokenizer(model_cfg: ModelConfig, lora_cfg: LoraConfig | None
     device = default_device(device)
     dtype = resolve_dtype(model_cfg.dtype, device)
     name = model_cfg.name_or_path
-    if name == "smollm2-135m" and name not in MODEL_ALIASES:
-        import densecode.embedded.smollm2  # noqa: F401  (registers its loader; optional GGUF model)
     if name in MODEL_ALIASES:
         model, tokenizer = MODEL_ALIASES[name](model_cfg, device=device, dtype=dtype)
         return _finish(model, tokenizer, model_cfg, lora_cfg, device, dtype, for_training, name)

@@ -263,7 +263,7 @@ def test_write_run_writes_json_markdown_png(tmp_path):
 
 
 def test_resolve_eval_model_accepts_train_run_dirs(tmp_path):
-    from densecode.eval.cli import resolve_eval_model
+    from densecode.cli.eval import resolve_eval_model
 
     run = tmp_path / "run"
     for step in ("step-000010", "step-000020"):
@@ -378,7 +378,7 @@ def test_prompt_longer_than_context_scores_as_failure(tiny_model_dir, tmp_path):
 def test_roboeval_breakdown_columns_from_known_programs(tmp_path, monkeypatch):
     """Five phrasings, five programs with known fates -> the paper's four columns."""
     from densecode.cli import main
-    from densecode.eval import cli
+    from densecode.cli import eval as cli
 
     example = Path(__file__).resolve().parents[2] / "shared" / "docs" / "example_task.py"
     if not example.is_file():

@@ -1,4 +1,4 @@
-"""benchmarks/run_all.py: the JSON-records convention, status rows, RESULTS.md, README markers."""
+"""benchmarks/run_all.py: the JSON-records convention, status rows, RESULTS.md."""
 
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ def run_all(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "BENCH_DIR", bench_dir)
     monkeypatch.setattr(module, "RESULTS_MD", bench_dir / "RESULTS.md")
     monkeypatch.setattr(module, "RESULTS_JSON", bench_dir / "RESULTS.json")
-    monkeypatch.setattr(module, "README", tmp_path / "README.md")
     monkeypatch.setattr(module, "LOG_DIR", tmp_path / "logs")
     monkeypatch.setattr(module, "QUICK_OUT", tmp_path / "quick")
     benches = [
@@ -64,19 +63,11 @@ def test_run_all_quick_writes_one_table_with_every_status(run_all, tmp_path):
     assert md.count("\n| ") == 6  # header + 5 rows: one table
 
 
-def test_run_all_only_keeps_earlier_rows_and_updates_readme(run_all, tmp_path):
+def test_run_all_only_keeps_earlier_rows(run_all, tmp_path):
     assert run_all.main(["--only", "good", "broken", "--python", sys.executable]) == 0
     assert run_all.main(["--only", "good", "--python", sys.executable]) == 0
     names = [r["benchmark"] for r in json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]]
     assert names == ["good", "broken"]
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\n\n## Performance\n<!-- results:start -->\nold\n<!-- results:end -->\ntail\n")
-    assert run_all.main(["--update-readme"]) == 0
-    text = readme.read_text()
-    assert "old" not in text and "| good | programs/s |" in text and text.endswith("<!-- results:end -->\ntail\n")
-    readme.write_text("no markers\n")
-    with pytest.raises(SystemExit, match="results:start"):
-        run_all.main(["--update-readme"])
 
 
 def test_read_records_tolerates_bad_output(run_all, tmp_path):

@@ -435,7 +435,7 @@ def test_sequence_reward_mean_is_length_neutral():
 @pytest.mark.parametrize("name", ["robotics-grpo", "code-grpo"])
 def test_grpo_configs_build_microcoder(name):
     from densecode.config import load_config
-    from densecode.train_cli import build_algorithm
+    from densecode.cli.train import build_algorithm
 
     cfg = load_config(name)
     algo = build_algorithm(cfg)

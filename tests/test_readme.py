@@ -16,5 +16,15 @@ def test_readme_shows_the_ci_test_command():
 
 def test_readme_shows_install_and_train():
     readme = (ROOT / "README.md").read_text()
-    assert "pip install -e ." in readme
-    assert "densecode train --domain robotics" in readme
+    assert "pip install -e . && densecode train --domain robotics" in readme  # developers (editable)
+    assert re.search(r"pip install \S*git\+\S+ && densecode train --domain robotics", readme)  # users
+    assert "pip install ./densecode && densecode train --domain robotics" in readme
+
+
+def test_ci_runs_the_wheel_smoke_test_and_fails_with_it():
+    ci = (ROOT / ".ci" / "run").read_text()
+    smoke = (ROOT / ".ci" / "wheel-smoke").read_text()
+    assert "bash .ci/wheel-smoke" in ci and 'if [ "$smoke_rc" -ne 0 ]' in ci
+    for command in ("densecode --help", "densecode config --config robotics", "densecode train --domain robotics",
+                    "gymnasium.make('RoboSim-v0')", "pip install -q --no-deps \"$work\"/dist/densecode-"):
+        assert command in smoke, command

@@ -199,9 +199,9 @@ def test_mbpp_reference_subset_never_negative(tok, shared_data):
 
 
 def test_category_of():
-    assert category_of("E999") == "compilable" and category_of("PLE0101") == "compilable"
-    assert category_of("F821") == "runnable" and category_of("B006") == "runnable"
-    assert category_of("S307") == "safety" and category_of("B301") == "safety"
+    assert category_of("F701") == "compilable" and category_of("PLE0101") == "runnable"
+    assert category_of("F821") == "runnable" and category_of("B006") == "style"
+    assert category_of("S307") == "safety" and category_of("S301") == "safety"
     assert category_of("N802") == "style" and category_of("PLR0913") == "style"
 
 
@@ -517,14 +517,14 @@ def test_sparse_without_dense_kl_puts_everything_on_the_last_token(tok):
 
 
 def test_robotics_assembler_with_robosim_backend(tok):
-    robosim = pytest.importorskip("densecode_robosim")
+    from densecode.simulators import RoboSimBackend
     from densecode_robosim.tasks import generate_tasks
 
     task = generate_tasks("train", 1, seed=0)[0]
     good = sample_of(tok, task.prompt, task.reference, task=task.to_dict())
     broken_body = "    place('a unicorn')\n" + task.reference
     bad = sample_of(tok, task.prompt, broken_body, task=task.to_dict())
-    batch = build_assembler(RewardConfig(weights={"kl": 0.0}), "robotics", simulator=robosim.RoboSimBackend())([good, bad])
+    batch = build_assembler(RewardConfig(weights={"kl": 0.0}), "robotics", simulator=RoboSimBackend())([good, bad])
     assert batch.outputs["sim"][0].info["sim_score"] == pytest.approx(1.0)
     assert batch.outputs["lint"][0].info["n_violations"] == 0  # robot API names are builtins here
     sim_bad = batch.raw["sim"][1]
@@ -590,9 +590,10 @@ def test_stopping_at_once_is_a_syntax_and_sim_failure_on_the_stop(tok):
     empty = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion")
     out = SyntaxComponent()([empty])[0]
     assert out.values.tolist() == [-1.0] and out.info["syntax_ok"] == 0.0
-    # ... but not when the prompt has no code prefix to complete, or the stop was a length cut-off
+    # ... also when the prompt has no code prefix to complete (no code where code was asked for),
+    # but not when the stop was a length cut-off
     prose = make_sample("Write add.", [tok.eos_token_id], tok, {}, code_regions="completion")
-    assert SyntaxComponent()([prose])[0].values.tolist() == [0.0]
+    assert SyntaxComponent()([prose])[0].values.tolist() == [-1.0]
     cut = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion", truncated=True)
     assert SyntaxComponent()([cut])[0].values.tolist() == [0.0]
     # the sim's penalty for a program that could not run lands on the stop too

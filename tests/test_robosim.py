@@ -171,64 +171,6 @@ def test_env_step_semantics():
         env.step(action("say", "hi"))
 
 
-# ----------------------------------------------------------------- sandboxed runs
-
-from densecode_robosim.runner import WorldRun, run_programs
-
-WORLD = {"rooms": ["kitchen", "lobby"], "objects": [["apple", "kitchen"]], "people": [["Mina", "lobby", ["yes"]]],
-         "robot": "lobby"}
-CHECKS = [{"op": "object_in", "obj": "apple", "room": "lobby"}]
-PROGRAMS = {
-    "success": 'def task_program():\n    go_to("kitchen")\n    pick("apple")\n    go_to("lobby")\n    place("apple")\n',
-    "check_failure": 'def task_program():\n    go_to("kitchen")\n',
-    "robot_error": 'def task_program():\n    go_to("kitchen")\n    place("apple")\n',
-    "python_error": 'def task_program():\n    rooms = get_all_rooms()\n    go_to(rooms[7])\n',
-    "parse_error": 'def task_program():\n    go_to("kitchen"\n',
-    "timeout": 'def task_program():\n    while True:\n        is_in_room("apple")\n',
-}
-
-
-def test_outcome_classes_with_lines():
-    runs = run_programs([(p, WorldRun(WORLD, CHECKS)) for p in PROGRAMS.values()], timeout_s=2.0, max_calls=500)
-    got = {name: r for name, r in zip(PROGRAMS, runs)}
-    assert {name: r.outcome for name, r in got.items()} == {name: name for name in PROGRAMS}
-    assert got["robot_error"].error == {"kind": "robot", "call": "place", "line": 3,
-                                         "message": "not holding anything, cannot place 'apple'"}
-    assert got["python_error"].error["type"] == "IndexError" and got["python_error"].error["line"] == 3
-    assert got["parse_error"].error["line"] == 2
-    assert got["timeout"].error["line"] == 3
-    assert got["success"].trace[1] == ["Pick", "apple", None] and got["success"].trace_lines == [2, 3, 4, 5]
-    # a world that expects a runaway program judges the partial trace instead
-    [expected] = run_programs([(PROGRAMS["timeout"], WorldRun(WORLD, [], timeout=True))], timeout_s=2.0, max_calls=50)
-    assert expected.outcome == "success" and len(expected.trace) == 50
-
-
-def test_backend_scores_and_line_penalties():
-    from densecode_robosim import RoboSimBackend
-
-    from densecode.rewards.base import SimFeedback, SimulatorBackend
-
-    task = {"task_id": "t", "worlds": [{"state": WORLD, "checks": CHECKS, "timeout": False}],
-            "dynamic": {"rooms": ["kitchen", "lobby"], "robot": "lobby"}}
-    backend = RoboSimBackend(max_calls=300)
-    assert isinstance(backend, SimulatorBackend)
-    fbs = backend.evaluate([PROGRAMS["success"], PROGRAMS["check_failure"], PROGRAMS["robot_error"]], [task] * 3)
-    assert all(isinstance(f, SimFeedback) for f in fbs)
-    assert fbs[0].score == 1.0 and fbs[0].line_penalties == []
-    assert 0 < fbs[1].score < 1
-    assert fbs[2].score == 0.0 and fbs[2].line_penalties[0][:2] == (3, -1.0)
-    # check_credit < 1: partial progress is worth less, success is still 1.0
-    half = RoboSimBackend(max_calls=300, clean_credit=0.0, check_credit=0.5)
-    fb_s, fb_c = half.evaluate([PROGRAMS["success"], PROGRAMS["check_failure"]], [task] * 2)
-    assert fb_s.score == 1.0 and fb_c.score == pytest.approx(0.5 * (fbs[1].score - 0.25) / 0.75)
-    dyn = RoboSimBackend(mode="dynamic", n_runs=5)
-    [fb] = dyn.evaluate(['def task_program():\n    go_to("kitchen")\n    pick("apple")\n'], [task])
-    assert fb.info["runs"] == 5 and fb.score == fb.info["clean_runs"] / 5
-    # picking an apple in a dynamic world after finding none there is a robot error in some draws
-    [fb] = dyn.evaluate(['def task_program():\n    go_to("kitchen")\n    if not is_in_room("apple"):\n'
-                         '        pick("apple")\n'], [task])
-    assert 0 <= fb.score < 1 and fb.line_penalties[0][0] == 4
-    assert fb.line_penalties[0][1] == pytest.approx(-(5 - fb.info["clean_runs"]) / 5)
 
 
 def test_oversized_arguments_are_refused_cheaply():

@@ -325,22 +325,27 @@ def test_crashed_worker_is_replaced(pool):
     started = pool.stats["workers_replaced"]
     victim = {}
 
-    def kill_soon():
-        time.sleep(0.8)
-        w = pool._workers[0]
-        victim["pid"] = w.popen.pid
-        os.kill(w.popen.pid, signal.SIGKILL)
+    def kill_when_running():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until slot 0's program runs (its worker has a child)
+            w = pool._workers[0]
+            if w is not None and w.unit is not None and _descendants(w.popen.pid):
+                victim["pid"] = w.popen.pid
+                os.kill(w.popen.pid, signal.SIGKILL)
+                return
+            time.sleep(0.01)
 
-    t = threading.Thread(target=kill_soon)
+    t = threading.Thread(target=kill_when_running)
     t.start()
-    results = pool.run([AssertJob("import time\ntime.sleep(1.5)\n" + GOOD_F, TEST) for _ in range(2)])
+    results = pool.run([AssertJob("import time\ntime.sleep(1)\n" + GOOD_F, TEST) for _ in range(2)])  # limit: 2 s wall
     t.join()
+    assert "pid" in victim
     assert len(results) == 2
     assert sorted(r.outcome for r in results) == ["passed", "sandbox_violation"]
     assert pool.stats["workers_replaced"] > started
     [ok] = pool.run([AssertJob(GOOD_F, TEST)])
     assert ok.outcome == "passed"
-    assert pool._workers[0].popen.pid != victim["pid"] or pool._workers[0] is None
+    assert pool._workers[0] is None or pool._workers[0].popen.pid != victim["pid"]
 
 
 @pytest.mark.parametrize("mode", ["namespaces", "userns", "none"])

@@ -102,8 +102,26 @@ def test_bad_plugin_config_is_a_clear_error(opts, match):
 
 def test_plugin_tasks_need_a_source(source):
     cfg = load_config(CONFIG)
-    opts = {k: v for k, v in cfg.tasks.items() if k != "source"}
+    opts = {k: v for k, v in vars(cfg.tasks).items() if k != "source" and v is not None}
     with pytest.raises(DensecodeError, match="tasks.source"):
         PluginTasks(cfg.generation, opts)
     with pytest.raises(DensecodeError, match="unknown key"):
-        PluginTasks(cfg.generation, {**cfg.tasks, "simulater": 1})
+        PluginTasks(cfg.generation, {**opts, "source": cfg.tasks.source, "simulater": 1})
+
+
+def test_one_feedback_for_every_simulator():
+    """backend.feedback: the sim reward's scoring shared by RoboSim and gym plug-ins (no sandbox needed)."""
+    from densecode.simulators import RunResult, feedback
+
+    err = lambda line, kind="python": {"kind": kind, "type": "IndexError", "call": "go_to", "message": "m", "line": line}
+    runs = [RunResult("success"), RunResult("check_failure", progress=0.5), RunResult("robot_error", error=err(3, "robot")),
+            RunResult("python_error", error=err(3, "robot")), RunResult("timeout", error={"kind": "timeout", "message": "slow",
+                                                                                          "line": None})]
+    fb = feedback(runs, clean_credit=0.2, check_credit=0.5, error_penalty=-1.0)
+    assert fb.score == pytest.approx((1.0 + 0.2 + 0.5 * 0.8 * 0.5) / 5)
+    assert fb.line_penalties == [(3, pytest.approx(-0.4), "robot error in go_to: m")]  # 2 of 5 runs failed on line 3
+    assert {k: v for k, v in fb.info.items() if k != "sim_s"} == {
+        "runs": 5, "clean_runs": 2, "successes": 1, "robot_errors": 1, "python_errors": 1, "timeouts": 1}
+    parse = [RunResult("parse_error", error={"kind": "parse", "type": "SyntaxError", "message": "bad", "line": 2})] * 3
+    fb = feedback(parse, error_penalty=-0.25)
+    assert fb.score == 0.0 and fb.line_penalties == [(2, -0.25, "SyntaxError: bad")]  # once, not per run

@@ -95,8 +95,8 @@ def _scripted_sampler(responses):
 
 
 def test_dense_rewards_reach_their_token_positions(tiny_model_dir, tmp_path):
-    """Each token's reward lands on that token's slot; padding stays 0; missing-EOS penalty on the last token."""
-    cfg = make_cfg(tiny_model_dir, tmp_path, "generation.missing_eos_penalty=0.5", "train.batch_size=2")
+    """Each token's reward lands on that token's slot; padding stays 0 (the trainer adds nothing of its own)."""
+    cfg = make_cfg(tiny_model_dir, tmp_path, "train.batch_size=2")
     responses = [dict(prompt_index=0, token_ids=[5, 6, 7], finish_reason="length"),
                  dict(prompt_index=1, token_ids=[8], finish_reason="stop")]
 
@@ -115,7 +115,7 @@ def test_dense_rewards_reach_their_token_positions(tiny_model_dir, tmp_path):
     batch, _ = tr.rollout(0)
     tr.compute_rewards(batch)
     assert batch.response_ids.tolist() == [[5, 6, 7], [8, 0, 0]]
-    assert batch.rewards.tolist() == [[10.0, 11.0, 12.0 - 0.5], [20.0, 0.0, 0.0]]
+    assert batch.rewards.tolist() == [[10.0, 11.0, 12.0], [20.0, 0.0, 0.0]]
     assert batch.response_mask.tolist() == [[1, 1, 1], [1, 0, 0]]
     # The recorded old log-probs are exactly what a fresh forward pass gives (ratio 1 at epoch 0).
     out = tr.unwrapped(batch.input_ids, batch.attention_mask, batch.position_ids, batch.response_ids,
@@ -197,13 +197,13 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     rc = main(["train", "--domain", "code", "--output-dir", str(tmp_path / "r"), "--set",
                f"tasks.path={tmp_path}/missing.jsonl"])
     assert rc == 2
-    assert "tasks file not found" in capsys.readouterr().err
+    assert "missing.jsonl: file not found" in capsys.readouterr().err
     rc = main(["train", "--domain", "robotics", "--model", str(tmp_path / "nope"), "--output-dir",
                str(tmp_path / "r2")])
     assert rc == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["train", "--domain", "chess", "--output-dir", str(tmp_path / "r3")]) == 2
-    assert "no default config for domain 'chess'" in capsys.readouterr().err
+    assert "unknown domain 'chess'" in capsys.readouterr().err
 
 
 def _make_lora_trainer(cfg, run_dir, value_model="shared"):

@@ -12,18 +12,15 @@ into `--out`.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
 import platform
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from densecode.embedded import ASSET_DIR, MODEL_NAME
+from densecode.embedded import MODEL_NAME
 from densecode.errors import DensecodeError
 
 
@@ -64,25 +61,6 @@ class BuildRecipe:
 TOY = {"vocab_size": 512, "n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 256, "n_positions": 256, "ctx": 128,
        "steps": 30, "batch_size": 8, "warmup": 5, "robotics_tasks": 200, "synthetic_tasks": 200, "stdlib_max": 200,
        "eval_every": 30}
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=str(ASSET_DIR),
-                        help=f"output directory (default: the packaged asset, {ASSET_DIR})")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps = schedule length (default: the shipped recipe, 600)")
-    parser.add_argument("--toy", action="store_true",
-                        help="tiny model, few steps (about a minute): for tests, produces a loadable model")
-    parser.add_argument("--seed", type=int, default=0, help="seed for corpus order, init and sampling")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: OMP_NUM_THREADS or all cores)")
-    parser.add_argument("--robotics-steps", type=int, default=None,
-                        help="stage-2 robotics fine-tuning schedule length (default: the shipped recipe; 0 = stage 1 only)")
-    parser.add_argument("--robotics-stop-at", type=int, default=None, metavar="N",
-                        help="ship stage 2 at step N of its schedule (default: the shipped recipe, 150 of 300)")
-    parser.add_argument("--stage1", default=None, metavar="DIR",
-                        help="run stage 2 only, from this stage-1 build of the same recipe (a --robotics-steps 0 build)")
-    parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out that is not a previous build")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def sha256sums(directory: Path) -> str:
@@ -300,62 +278,3 @@ def _prepare_out(out: Path, force: bool) -> None:
         raise DensecodeError(f"--out {out} is a file; pass a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / "build_info.json").exists() and not force:
         raise DensecodeError(f"--out {out} is not empty and holds no previous build; pass an empty directory or --force")
-
-
-def run(args: argparse.Namespace) -> int:
-    import torch
-
-    if args.threads is not None:
-        if args.threads < 1:
-            raise DensecodeError(f"--threads must be >= 1 (got {args.threads})")
-        torch.set_num_threads(args.threads)
-    recipe = BuildRecipe(**TOY) if args.toy else BuildRecipe()
-    if args.steps is not None:
-        if args.steps < 1:
-            raise DensecodeError(f"--steps must be >= 1 (got {args.steps})")
-        recipe.steps = args.steps
-        recipe.stop_at = None
-        recipe.warmup = min(recipe.warmup, max(1, args.steps // 10))
-    if args.robotics_steps is not None:
-        if args.robotics_steps < 0:
-            raise DensecodeError(f"--robotics-steps must be >= 0 (got {args.robotics_steps})")
-        recipe.robotics_steps = args.robotics_steps
-        recipe.robotics_stop_at = None
-    if args.robotics_stop_at is not None:
-        if not 1 <= args.robotics_stop_at <= recipe.robotics_steps:
-            raise DensecodeError(f"--robotics-stop-at must be between 1 and the robotics schedule "
-                                 f"({recipe.robotics_steps} steps); got {args.robotics_stop_at}")
-        recipe.robotics_stop_at = args.robotics_stop_at
-    stage1 = Path(args.stage1).expanduser().resolve() if args.stage1 else None
-    if stage1 is not None and recipe.robotics_steps == 0:
-        raise DensecodeError("--stage1 runs the robotics stage only; it needs --robotics-steps > 0")
-    out = Path(args.out).expanduser().resolve()
-    if stage1 is not None and stage1 == out:
-        raise DensecodeError("--stage1 and --out must be different directories")
-    _prepare_out(out, args.force)
-    # Build into a sibling temp dir and swap at the end: an interrupted build never
-    # leaves a half-written asset behind.
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        if stage1 is not None:
-            info = build_from_stage1(recipe, stage1, tmp, seed=args.seed, progress=not args.no_progress)
-        else:
-            info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-        # mkdtemp makes the directory private; the asset must be readable by every user.
-        out.chmod(0o755)
-        for path in out.iterdir():
-            path.chmod(0o644)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    stage2 = info.get("robotics_stage")
-    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, stage 1 {info['recipe']['steps']} steps "
-          f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s, final train loss "
-          f"{info['final_train_loss_avg50']})"
-          + (f", robotics stage {stage2['steps_run']} steps ({stage2['train_seconds']:.0f} s, held-out robotics loss "
-             f"{stage2['eval_losses'].get('robotics')})" if stage2 else ""))
-    return 0

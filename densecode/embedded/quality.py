@@ -22,7 +22,7 @@ SETTINGS = (("greedy", 0.0, 1.0), ("T=1.0 top_p=0.95", 1.0, 0.95))
 def measure(model, tokenizer, *, n_tasks: int = 300, seed: int = 0, max_new_tokens: int = 128,
             batch_size: int = 32, settings=SETTINGS, progress: bool = True) -> dict:
     """{label: robosim.summarize(...) + seconds} for each generation setting."""
-    from densecode_robosim.evaluation import evaluate, summarize
+    from densecode.simulators.robosim import evaluate, summarize
     from densecode_robosim.tasks import STOP_STRINGS, generate_tasks
 
     from densecode.generation import generate

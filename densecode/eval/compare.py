@@ -23,14 +23,6 @@ from densecode.eval.report import RESULTS_FILE, markdown_table
 METRICS_FILE = "metrics.jsonl"
 
 
-def configure(parser) -> None:
-    parser.add_argument("run_a", metavar="RUN_A", help="eval dir (results.json) or train dir (metrics.jsonl)")
-    parser.add_argument("run_b", metavar="RUN_B", help="second run of the same kind")
-    parser.add_argument("--out", default=".", help="directory for compare.md and compare.png (default: .)")
-    parser.add_argument("--label-a", default=None, help="column name for RUN_A (default: its directory name)")
-    parser.add_argument("--label-b", default=None, help="column name for RUN_B")
-
-
 # ------------------------------------------------------------------ loading
 
 
@@ -262,10 +254,3 @@ def compare_runs(run_a: str | Path, run_b: str | Path, out: str | Path = ".", la
         _train_chart(data_a, data_b, label_a, label_b, paths["chart"])
     paths["markdown"].write_text(text, encoding="utf-8")
     return text, paths
-
-
-def run(args) -> int:
-    text, paths = compare_runs(args.run_a, args.run_b, args.out, args.label_a, args.label_b)
-    print(text)
-    print(f"wrote {paths['markdown']} and {paths['chart']}")
-    return 0

@@ -522,9 +522,11 @@ def evalplus_job_code(task: CodeTask, code: str, reference: bool) -> tuple[str, 
 
 
 def mbpp_job(task: CodeTask, program: str, timeout_s: float | None):
+    """The candidate, then the task's setup code (it uses the candidate's definitions), then the asserts."""
     from densecode.sandbox import AssertJob
+    from densecode.sandbox.asserts import program_with_setup
 
-    return AssertJob(code=program, tests=task.tests, setup=task.setup, timeout_s=timeout_s)
+    return AssertJob(code=program_with_setup(program, task.setup), tests=task.tests, timeout_s=timeout_s)
 
 
 def mbppplus_job(task: CodeTask, program: str, timeout_s: float | None):

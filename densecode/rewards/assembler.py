@@ -2,7 +2,7 @@
 
     total_t = sum_c weight_c * values_c[t]        (weights >= 0; kl returns -KL)
 
-Reference weights (method.md §1) come from `default_weights(domain)`; the config's
+Reference weights (the dense-reward paper's; docs/rewards.md) come from `default_weights(domain)`; the config's
 `reward.weights` is merged over them (set a weight to 0 to switch a component off).
 Only components with a non-zero weight are computed.
 
@@ -33,31 +33,41 @@ from densecode.rewards.base import (
 )
 from densecode.rewards.sample import Sample
 
+# The reference recipes (the dense-reward paper's reference weights; docs/rewards.md), by name; a Domain object carries its own recipe instead.
 _DEFAULT_WEIGHTS = {
     "code": {"lint": 0.1, "syntax": 0.1, "dfg": 0.1, "tests": 0.7, "kl": 0.1},
     "robotics": {"lint": 0.1, "syntax": 0.1, "sim": 0.8, "kl": 0.9},
 }
 
-# Robot API names: builtins for the lint component in the robotics domain (no F821 on go_to).
+# Robot API names: builtins for the lint component in the robotics recipe (no F821 on go_to).
 ROBOT_API = ["get_current_location", "get_all_rooms", "is_in_room", "go_to", "ask", "say", "pick", "place"]
 
 
-def default_weights(domain: str) -> dict[str, float]:
-    """Reference weights; any other (custom simulator) domain gets the robotics ones."""
+def default_weights(domain: Any) -> dict[str, float]:
+    """A recipe's weights: a Domain's `default_weights`, or a reference recipe by name ("code", "robotics";
+    any other name gets the robotics one)."""
+    if not isinstance(domain, str):
+        return {k: float(v) for k, v in domain.default_weights.items()}
     return dict(_DEFAULT_WEIGHTS.get(domain, _DEFAULT_WEIGHTS["robotics"]))
 
 
-def effective_weights(reward_cfg: Any, domain: str) -> dict[str, float]:
-    """The weights an assembler built from this config uses: `reward.weights` over the domain defaults."""
+def effective_weights(reward_cfg: Any, domain: Any) -> dict[str, float]:
+    """The weights an assembler built from this config uses: `reward.weights` over the recipe's defaults."""
     weights = default_weights(domain)
     weights.update({k: float(v) for k, v in (getattr(reward_cfg, "weights", None) or {}).items()})
     return weights
 
 
-def default_component_options(domain: str) -> dict[str, dict]:
+def default_component_options(domain: Any) -> dict[str, dict]:
+    if not isinstance(domain, str):
+        return domain.component_options()
     if domain == "code":
         return {}
     return {"lint": {"builtins": list(ROBOT_API)}}
+
+
+def _domain_components(domain: Any) -> dict[str, str]:
+    return {} if isinstance(domain, str) else dict(getattr(domain, "components", {}) or {})
 
 
 @dataclass
@@ -69,10 +79,6 @@ class RewardBatch:
     stats: dict[str, float]
     weights: dict[str, float] = field(default_factory=dict)
     mode: str = "dense"
-
-    def scalar_totals(self) -> list[float]:
-        """Sum of each sample's total (sparse and dense agree)."""
-        return [float(t.sum()) for t in self.total]
 
 
 class RewardAssembler:
@@ -163,10 +169,11 @@ def _construct(name: str, cls: type, options: dict[str, Any], extras: dict[str, 
     return comp
 
 
-def build_assembler(reward_cfg: Any, domain: str, *, simulator: Any = None, sandbox: Any = None,
+def build_assembler(reward_cfg: Any, domain: Any, *, simulator: Any = None, sandbox: Any = None,
                     components: dict[str, RewardComponent] | None = None,
                     kl_estimator: str | None = None) -> RewardAssembler:
-    """Components and weights from the config (`reward_cfg` is a `RewardConfig`).
+    """Components and weights from the config (`reward_cfg` is a `RewardConfig`) over `domain`'s recipe
+    (a densecode.domains.Domain, or a reference recipe's name).
 
     `components` lets callers inject ready-made component objects (tests, custom code);
     `kl_estimator` (e.g. `cfg.algo.kl_estimator`) applies unless
@@ -186,7 +193,7 @@ def build_assembler(reward_cfg: Any, domain: str, *, simulator: Any = None, sand
         if name in built:
             continue
         opts = dict(options.get(name, {}))
-        path = opts.pop("class", None) or REGISTRY.get(name)
+        path = opts.pop("class", None) or _domain_components(domain).get(name) or REGISTRY.get(name)
         opts.pop("enabled", None)
         if path is None:
             raise DensecodeError(

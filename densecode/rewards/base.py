@@ -98,6 +98,7 @@ REGISTRY: dict[str, str] = {
     "dfg": "densecode.rewards.dfg:DFGComponent",
     "sim": "densecode.rewards.sim:SimComponent",
     "kl": "densecode.rewards.kl:KLComponent",
+    "missing_eos": "densecode.rewards.missing_eos:MissingEosComponent",
 }
 
 

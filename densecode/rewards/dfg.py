@@ -4,9 +4,20 @@ Both programs are parsed with tree-sitter; the data-flow graph is the list of
 edges `(variable, relation, sources)` in source order, where relation is
 `computedFrom` (an assignment / for / with target and the variables its value is
 computed from) or `comesFrom` (a use of a variable and the earlier definition it
-reads; empty sources when the name has no definition, e.g. a builtin). Variable
-names are normalised to var_0, var_1, ... by first appearance, so renaming does
-not matter. score = matched reference edges / reference edges (multiset match).
+reads; empty sources when the name has no definition, e.g. a builtin).
+
+Variables are matched by their data-flow role, not by name or by order of first
+appearance (which CodeBLEU uses: there one inserted `_u = 0` renumbers every later
+variable and halves a correct solution's score). A variable's role starts as how it
+is defined: parameter k of its function, or the shape of its assignments (relation
+and number of sources); imported names keep the imported object's name, and names the
+program never binds (builtins such as `len`) keep their own. Two refinement rounds
+then add the roles of the variables each one is computed from (Weisfeiler-Lehman
+colour refinement over the computedFrom edges, in-edges only, so code added
+downstream of a variable does not change its role). Edges are compared as (role,
+relation, sorted source roles), so renaming variables, inserting unrelated
+statements and reordering independent ones leave the score unchanged.
+score = matched reference edges / reference edges (multiset match).
 
 Value on every code token: score - `offset` (0.5); with `positive_only` (reference
 behaviour) only the positive part. Tasks without `task["reference"]`, or whose
@@ -15,6 +26,7 @@ reference has no edges, give zeros.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from functools import lru_cache
 
@@ -45,6 +57,8 @@ class _DFG:
         self.src = src
         self.defined: set[str] = set()
         self.edges: list[tuple[str, str, tuple[str, ...]]] = []
+        self.params: dict[str, int] = {}  # name -> its position in a def's parameter list
+        self.imports: dict[str, str] = {}  # bound name -> the imported object's name
 
     def name(self, node) -> str:
         return self.src[node.start_byte:node.end_byte].decode("utf-8", "replace")
@@ -133,9 +147,10 @@ class _DFG:
                 self.defined.add(self.name(name))
             params = node.child_by_field_name("parameters")
             if params is not None:
-                for p in params.named_children:
+                for k, p in enumerate(params.named_children):
                     ident = p if p.type == "identifier" else next((c for c in p.named_children if c.type == "identifier"), None)
                     if ident is not None:
+                        self.params.setdefault(self.name(ident), k)
                         self.define([ident], [])
             body = node.child_by_field_name("body")
             if body is not None:
@@ -150,10 +165,16 @@ class _DFG:
                 self.visit(body)
             return
         if t in ("import_statement", "import_from_statement"):
+            module = node.child_by_field_name("module_name")
             for c in node.named_children:
+                if c is module:
+                    continue
                 target = c.child_by_field_name("alias") if c.type == "aliased_import" else c
+                real = c.child_by_field_name("name") if c.type == "aliased_import" else c
                 if target is not None and target.type in ("identifier", "dotted_name"):
-                    self.defined.add(self.name(target).split(".")[0])
+                    bound = self.name(target).split(".")[0]
+                    self.defined.add(bound)
+                    self.imports[bound] = self.name(real) if real is not None else bound
             return
         if t in ("expression_statement", "return_statement", "if_statement", "while_statement", "elif_clause",
                  "assert_statement", "call", "print_statement", "delete_statement", "raise_statement"):
@@ -167,19 +188,43 @@ class _DFG:
             self.visit(c)
 
 
+def _digest(value: object) -> str:
+    return hashlib.sha1(repr(value).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+REFINEMENT_ROUNDS = 2
+
+
+def _roles(g: _DFG) -> dict[str, str]:
+    """Each name's data-flow role (see the module docstring); independent of names and order."""
+    defs: dict[str, list[tuple[str, ...]]] = {}
+    for target, rel, srcs in g.edges:
+        if rel == "computedFrom":
+            defs.setdefault(target, []).append(srcs)
+    names = {t for t, _, _ in g.edges} | {s for _, _, srcs in g.edges for s in srcs} | g.defined
+    bound = g.defined | set(defs)
+    role: dict[str, str] = {}
+    for n in names:
+        if n in g.imports:
+            role[n] = "import:" + g.imports[n]
+        elif n not in bound:
+            role[n] = "name:" + n  # a builtin or global the program never binds: its name is its role
+        else:
+            role[n] = _digest((g.params.get(n), sorted(len(srcs) for srcs in defs.get(n, []))))
+    for _ in range(REFINEMENT_ROUNDS):
+        role = {n: r if n in g.imports or n not in bound else
+                _digest((r, sorted(tuple(sorted(role[s] for s in srcs)) for srcs in defs.get(n, []))))
+                for n, r in role.items()}
+    return role
+
+
 def dataflow_edges(code: str) -> list[tuple[str, str, tuple[str, ...]]]:
-    """Normalised data-flow edges of `code` (var names -> var_i by first appearance)."""
+    """Data-flow edges of `code` with every name replaced by its role: (role, relation, sorted source roles)."""
     src = code.encode("utf-8", "surrogatepass")
     g = _DFG(src)
     g.visit(_parser().parse(src).root_node)
-    names: dict[str, str] = {}
-
-    def norm(n: str) -> str:
-        if n not in names:
-            names[n] = f"var_{len(names)}"
-        return names[n]
-
-    return [(norm(a), rel, tuple(norm(s) for s in srcs)) for a, rel, srcs in g.edges]
+    role = _roles(g)
+    return [(role[a], rel, tuple(sorted(role[s] for s in srcs))) for a, rel, srcs in g.edges]
 
 
 def dataflow_match(candidate: str, reference: str) -> float | None:

@@ -99,25 +99,11 @@ def write_rollouts(path: str | Path, samples: list, batch: Any, *, step: int | N
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    path = Path(path)
-    if not path.is_file():
-        raise DensecodeError(f"input file not found: {path} (pass a rollouts JSONL written by the trainer, "
-                             "or a `densecode generate` output with --model)")
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DensecodeError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DensecodeError(f"{path}:{number}: expected a JSON object per line")
-            rows.append(row)
-    if not rows:
-        raise DensecodeError(f"{path}: no samples in the file")
-    return rows
+    """Rollout records or generations (densecode's one JSONL reader; errors are `FILE:LINE: ...`)."""
+    from densecode.jsonl import read_jsonl as _read
+
+    return _read(path, what="samples", hint="a rollouts JSONL written by the trainer, or a `densecode generate` "
+                                            "output with --model")
 
 
 def _check_rollout(row: dict, where: str) -> None:
@@ -127,51 +113,6 @@ def _check_rollout(row: dict, where: str) -> None:
     n = len(row["token_spans"])
     if len(row["total"]) != n or any(len(v) != n for v in row["components"].values()):
         raise DensecodeError(f"{where}: per-token arrays do not match the {n} token spans")
-
-
-# ---------------------------------------------------------------- scoring generate output
-
-
-def score_generations(rows: list[dict], model: str, config: str | None, overrides: list[str]) -> list[dict]:
-    """Turn generate-output rows into rollout records by computing the rewards here."""
-    from densecode.config import load_config
-    from densecode.rewards import build_assembler, effective_weights, make_sample
-
-    cfg = load_config(config, overrides)
-    try:
-        from transformers import AutoTokenizer
-
-        from densecode.models import resolve_model_path
-
-        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path(model)))
-    except DensecodeError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any loading failure is the user's model path
-        raise DensecodeError(f"cannot load the tokenizer of --model {model!r}: {exc}") from None
-    samples = []
-    for number, row in enumerate(rows, 1):
-        text = row.get("completion", row.get("response"))
-        if not isinstance(row.get("prompt"), str) or not isinstance(text, str):
-            raise DensecodeError(f"line {number}: expected 'prompt' and 'completion' (or 'response') strings")
-        ids = row.get("token_ids") or tokenizer(text, add_special_tokens=False)["input_ids"]
-        samples.append(make_sample(row["prompt"], ids, tokenizer, row.get("task") or {},
-                                   code_regions=cfg.reward.code_regions,
-                                   truncated=row.get("finish_reason") == "length",
-                                   grammar_verdicts=row.get("grammar_verdicts")))
-    simulator = None
-    if effective_weights(cfg.reward, cfg.domain).get("sim", 0.0) > 0:
-        simulator = _robotics_backend()
-    assembler = build_assembler(cfg.reward, cfg.domain, simulator=simulator)
-    batch = assembler(samples)
-    return rollout_records(samples, batch)
-
-
-def _robotics_backend():
-    try:
-        from densecode_robosim import RoboSimBackend
-    except ImportError as exc:
-        raise DensecodeError(f"the sim reward needs robosim.RoboSimBackend ({exc}); or pass --set reward.weights.sim=0") from None
-    return RoboSimBackend()
 
 
 # ---------------------------------------------------------------- HTML
@@ -394,50 +335,3 @@ def render_html(records: list[dict], title: str = "densecode reward explorer") -
 
 
 # ---------------------------------------------------------------- CLI
-
-
-def configure(parser) -> None:
-    from densecode.config import add_config_arguments
-
-    parser.add_argument("--in", dest="input", required=True,
-                        help="rollouts JSONL (from training) or a `densecode generate` output (then pass --model)")
-    parser.add_argument("--out", required=True, help="HTML file to write")
-    parser.add_argument("--model", default=None, help="model whose tokenizer scores a generate output")
-    parser.add_argument("--limit", type=int, default=0, help="render only the first N samples (0: all)")
-    parser.add_argument("--step", default="last",
-                        help="training step to show: a number, 'last' (default: the newest step in the file) or 'all'")
-    parser.add_argument("--title", default="densecode reward explorer")
-    add_config_arguments(parser)
-
-
-def run(args) -> int:
-    rows = read_jsonl(args.input)
-    steps = [r.get("step") for r in rows if r.get("step") is not None]
-    if args.step != "all" and steps:
-        if args.step == "last":
-            want = max(steps)
-        else:
-            try:
-                want = int(args.step)
-            except ValueError:
-                raise DensecodeError(f"--step must be a number, 'last' or 'all'; got {args.step!r}") from None
-        rows = [r for r in rows if r.get("step") == want]
-        if not rows:
-            raise DensecodeError(f"{args.input}: no samples with step {want} (steps in the file: "
-                                 f"{min(steps)}..{max(steps)})")
-    if args.limit:
-        rows = rows[: args.limit]
-    if all("components" in r for r in rows):
-        records = rows
-    elif all("prompt" in r for r in rows):
-        if not args.model:
-            raise DensecodeError(f"{args.input} holds generations without rewards: pass --model (its tokenizer) "
-                                 "and --config (domain, weights) to score them, or give a rollouts file")
-        records = score_generations(rows, args.model, args.config, args.overrides)
-    else:
-        raise DensecodeError(f"{args.input}: lines are neither rollout records nor generations (need 'components' or 'prompt')")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(records, args.title), encoding="utf-8")
-    print(f"wrote {out} ({len(records)} samples)")
-    return 0

@@ -11,10 +11,15 @@ tokens overlapping it. A range whose smallest enclosing node is the whole module
 of the file) names the character at its position.
 
 Each diagnostic is worth `-weight(category)` on every token it reaches; a token's
-value is the sum over diagnostics, floored at `token_floor`. Categories (longest
-prefix of the rule code wins): compilable (E9, PLE), runnable (F, B, TID),
-safety (S, B30), style (everything else). Ruff's own syntax errors are left to the
-`syntax` component (`skip_syntax_errors`).
+value is the sum over diagnostics, floored at `token_floor`. Categories are
+compilable / runnable / safety / style by what each rule means, rule by rule
+(`lint_rules.RULE_CATEGORIES`; e.g. B905 `zip()` without `strict=` is style, E722
+bare `except` is safety). Ruff's own syntax errors are left to the `syntax`
+component (`skip_syntax_errors`).
+
+Ranges are Ruff's, widened to the smallest enclosing tree-sitter node: F401 on
+`import numpy as np` covers only `np` (Ruff's range is the alias), so the penalty
+lands on the name that is unused, not on the whole import statement.
 """
 
 from __future__ import annotations
@@ -35,25 +40,12 @@ from densecode.rewards.base import (
     diag,
     spread_over,
 )
+from densecode.rewards.lint_rules import category_of
 from densecode.rewards.sample import ProgramMap, Sample, program_of
 
 DEFAULT_SELECT = ["E", "F", "W", "I", "UP", "B", "S", "ANN", "C", "N", "PL", "PT", "TID"]
 DEFAULT_IGNORE = ["E501", "D100", "D101", "D102", "D103"]
-CATEGORY_PREFIXES = {
-    "compilable": ["E9", "PLE"],
-    "runnable": ["F", "B", "TID"],
-    "safety": ["S", "B30"],
-}
 DEFAULT_CATEGORY_WEIGHTS = {"compilable": 1.0, "runnable": 1.0, "safety": 1.0, "style": 1.0}
-
-
-def category_of(code: str) -> str:
-    best, best_len = "style", 0
-    for cat, prefixes in CATEGORY_PREFIXES.items():
-        for p in prefixes:
-            if code.startswith(p) and len(p) > best_len:
-                best, best_len = cat, len(p)
-    return best
 
 
 @lru_cache(maxsize=1)

@@ -7,13 +7,21 @@ reference solution or a mutation of it with a known kind of fault:
 - `lint`: an unused import, a star-less `eval` and an ambiguous name added;
 - `wrong`: the last `return` returns None instead (wrong answers);
 - `exception`: `1 / 0` inserted as the body's first line (a located runtime error).
+
+`position_probe` is the syntax locator's ground truth: ` $` appended to a middle
+line, so the first character no continuation can accept (`$`) is known exactly;
+`insertion_probes` puts a `$` or `?` right before randomly chosen tokens instead.
 """
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import random
 import re
+import tokenize
+import warnings
 from pathlib import Path
 
 KINDS = ("reference", "syntax", "lint", "wrong", "exception")
@@ -79,3 +87,61 @@ def mbpp_workload(rows: list[dict], n: int, seed: int = 0, kinds: tuple[str, ...
             response = f"{code}\n```"
         items.append({"prompt": prompt, "response": response, "task": task, "kind": kind})
     return items
+
+
+def position_probe(code: str) -> tuple[str, int] | None:
+    """(program, index of its first invalid character): ` $` appended to a middle code line.
+
+    The line is the one nearest the middle whose end is code: not inside a string,
+    not after a comment or a line-continuation backslash (where `$` would be valid
+    or the space already wrong). Everything before the `$` is a prefix of the valid
+    original (plus a trailing space), and `$` is invalid wherever code may stand, so
+    it is the exact first invalid character. None when `code` does not parse.
+    """
+    code = code.replace("\r\n", "\n")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes in some references
+            ast.parse(code)
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (SyntaxError, ValueError, tokenize.TokenError):
+        return None
+    ends_in_code = {t.start[0] for t in tokens if t.type in (tokenize.NEWLINE, tokenize.NL) and t.start[1] > 0}
+    ends_in_code -= {t.start[0] for t in tokens if t.type == tokenize.COMMENT}
+    lines = code.split("\n")
+    rows = [n for n in sorted(ends_in_code) if lines[n - 1].strip() and not lines[n - 1].rstrip().endswith("\\")]
+    if not rows:
+        return None
+    middle = len(lines) // 2
+    row = min(rows, key=lambda n: (abs(n - 1 - middle), n))
+    lines[row - 1] += " $"
+    program = "\n".join(lines)
+    return program, sum(len(ln) + 1 for ln in lines[:row]) - 2
+
+
+_LAYOUT_TOKENS = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+
+
+def insertion_probes(code: str, rng: random.Random, n: int = 3, chars: str = "$?") -> list[tuple[str, int]]:
+    """[(program, index of its first invalid character)]: a `$` or `?` inserted before `n` random tokens.
+
+    Everything before a token's start is a prefix of the valid original, and neither
+    character can stand anywhere in code, so the inserted one is the first invalid
+    character. [] when `code` does not parse.
+    """
+    code = code.replace("\r\n", "\n")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(code)
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT_TOKENS]
+    except (SyntaxError, ValueError, tokenize.TokenError):
+        return []
+    line_starts = [0]
+    for line in code.split("\n"):
+        line_starts.append(line_starts[-1] + len(line) + 1)
+    out = []
+    for t in rng.sample(tokens, min(n, len(tokens))):
+        pos = line_starts[t.start[0] - 1] + t.start[1]
+        out.append((code[:pos] + rng.choice(chars) + code[pos:], pos))
+    return out

@@ -10,12 +10,17 @@ code prefix is prepended so the response parses in context):
 - incomplete at the end of a response that was NOT truncated (the model stopped
   with a bracket/string/block still open) → the error sits on the region's last
   code token.
-Prose tokens get 0.
+Prose tokens get 0. A response with no code at all (empty, whitespace, comments
+or prose only) where code was asked for — the syntax reward only runs where it is —
+gets `error_value` on its stop token (the last token, EOS when there is one) and 0
+elsewhere; a truncated one gets 0 everywhere.
 
-"Where it first breaks" is the first character after which no continuation could
-parse (`locate="prefix"`, a binary search over prefixes with CPython as the oracle),
-not CPython's reported position, which for some errors is the start of the
-offending construct (`locate="cpython"` uses that instead).
+"Where it first breaks" (`locate="prefix"`, the default) is the first character
+after which no continuation can parse: a binary search over prefix lengths with
+CPython as the viability oracle (see `_viable`). `locate="cpython"` uses the
+position CPython's SyntaxError reports instead, which for some errors is the start
+of the offending construct, and for an unterminated string later in the source is
+that string (tokenizer errors are reported ahead of earlier parser errors).
 
 Sources: `python` (default) uses CPython's own parser, so valid Python is never
 punished (SynCode's grammar rejects docstrings in functions, walrus, match, ...);
@@ -26,6 +31,7 @@ punished (SynCode's grammar rejects docstrings in functions, walrus, match, ...)
 from __future__ import annotations
 
 import ast
+import codeop
 import keyword
 import warnings
 
@@ -36,7 +42,6 @@ from densecode.rewards.base import ComponentOutput, RewardComponent, check_sprea
 from densecode.rewards.sample import (
     ProgramMap,
     Sample,
-    prompt_code_prefix,
     region_programs,
 )
 
@@ -111,6 +116,16 @@ def parse_error(program: str) -> tuple[int, str, bool] | None:
     return pos, msg, incomplete
 
 
+def region_has_code(text: str) -> bool:
+    """True when `text` holds more than whitespace and comment lines."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
+
+
+def has_code(sample: Sample) -> bool:
+    """Does the response hold any code (the prompt's own code prefix does not count)?"""
+    return any(region_has_code(sample.response[s:e]) for s, e in sample.code_regions)
+
+
 class SyntaxComponent(RewardComponent):
     name = "syntax"
 
@@ -131,7 +146,31 @@ class SyntaxComponent(RewardComponent):
         self.after_error_value = float(after_error_value)
 
     def __call__(self, samples: list[Sample]) -> list[ComponentOutput]:
-        return [self._grammar(s) if self.source == "grammar" else self._python(s) for s in samples]
+        outs = []
+        for s in samples:
+            if not has_code(s):
+                outs.append(self._no_code(s))
+            else:
+                outs.append(self._grammar(s) if self.source == "grammar" else self._python(s))
+        return outs
+
+    def _no_code(self, sample: Sample) -> ComponentOutput:
+        """Code was asked for and none came (empty, whitespace, comments, prose): the stop is the error.
+
+        The stop token (EOS, or the last token when the tokenizer adds none) is where the
+        model chose to end without code; every other token gets 0 (whitespace and comments
+        are not valid code worth +1). A length cut-off is no decision to stop: all 0.
+        """
+        values = np.zeros(sample.n_tokens, dtype=np.float32)
+        diagnostics = []
+        stopped = bool(sample.n_tokens) and not sample.truncated
+        if stopped:
+            last = sample.n_tokens - 1
+            values[last] = self.error_value
+            diagnostics.append(diag("syntax-no-code", sample.token_spans[last], [last],
+                                    "no code where code was asked for", self.error_value))
+        return ComponentOutput(values, diagnostics, {"syntax_ok": float(not stopped), "incomplete": 0.0,
+                                                     "has_code": 0.0})
 
     def _fill_region(self, values: np.ndarray, region_tokens: list[int], error_token: int | None) -> None:
         valid = self.valid_value / max(len(region_tokens), 1) if self.spread == "split" else self.valid_value
@@ -143,6 +182,21 @@ class SyntaxComponent(RewardComponent):
             else:
                 values[i] = self.after_error_value
 
+    def _locate(self, program: str) -> tuple[int, str, bool] | None:
+        """(error position, message, incomplete) of `program`, or None when it parses.
+
+        prefix: incomplete iff the whole program is still a viable prefix (only its end
+        is missing); otherwise the position is the first character after which no
+        continuation parses. cpython: CPython's own verdict and reported position.
+        """
+        err = parse_error(program)
+        if err is None or self.locate == "cpython":
+            return err
+        _, msg, _ = err
+        if _viable(program):
+            return len(program.rstrip()), msg, True
+        return first_invalid_char(program), msg, False
+
     def _python(self, sample: Sample) -> ComponentOutput:
         values = np.zeros(sample.n_tokens, dtype=np.float32)
         diagnostics = []
@@ -150,7 +204,7 @@ class SyntaxComponent(RewardComponent):
         incomplete_any = False
         for (program, pmap), (rs, re_) in zip(region_programs(sample), sample.code_regions):
             region_tokens = sample.tokens_in_range(rs, re_) if re_ > rs else []
-            err = parse_error(program)
+            err = self._locate(program)
             error_token = None
             if err is not None:
                 pos, msg, incomplete = err
@@ -160,8 +214,6 @@ class SyntaxComponent(RewardComponent):
                     err = None
                 else:
                     ok = False
-                    if not incomplete and self.locate == "prefix":
-                        pos = first_invalid_char(program)
                     rpos = pmap.to_response(pos)
                     if not region_tokens:
                         error_token = None
@@ -181,18 +233,8 @@ class SyntaxComponent(RewardComponent):
                                                 span, [error_token], msg, self.error_value,
                                                 program_offset=pos))
             self._fill_region(values, region_tokens, error_token)
-        if not sample.code_regions and sample.region_mode == "completion" and sample.n_tokens and not sample.truncated:
-            # Stopping at once after a prompt like `def task_program():\n` leaves a program that cannot
-            # parse (no body): the stop itself (EOS, the only token) is the error.
-            prefix = prompt_code_prefix(sample.prompt)
-            err = parse_error(prefix) if prefix.strip() and parse_error(prefix + "    pass\n") is None else None
-            if err is not None:
-                ok = False
-                values[-1] = self.error_value
-                diagnostics.append(diag("syntax-incomplete", sample.token_spans[-1], [sample.n_tokens - 1], err[1],
-                                        self.error_value))
         return ComponentOutput(values, diagnostics, {"syntax_ok": float(ok), "incomplete": float(incomplete_any),
-                                                     "has_code": float(bool(sample.code_regions))})
+                                                     "has_code": 1.0})
 
     def _grammar(self, sample: Sample) -> ComponentOutput:
         verdicts = sample.grammar_verdicts
@@ -212,8 +254,7 @@ class SyntaxComponent(RewardComponent):
         if error_token is not None:
             diagnostics.append(diag("grammar-reject", sample.token_spans[error_token], [error_token],
                                     "SynCode rejected this token", self.error_value))
-        return ComponentOutput(values, diagnostics, {"syntax_ok": float(error_token is None),
-                                                     "has_code": float(bool(sample.code_regions))})
+        return ComponentOutput(values, diagnostics, {"syntax_ok": float(error_token is None), "has_code": 1.0})
 
 
 _KEYWORDS = tuple(keyword.kwlist + keyword.softkwlist)
@@ -221,47 +262,115 @@ _OP_CHARS = "=<>!*/-+%&|^@:."  # a trailing one of these may still grow into a l
 _LONG_OPS = ("==", "!=", "<=", ">=", "<<", ">>", "**", "//", "->", ":=", "+=", "-=", "*=", "/=", "%=", "&=",
              "|=", "^=", "@=", "<<=", ">>=", "**=", "//=", "...")
 _WORD_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_STRING_PREFIXES = {"r", "u", "b", "f", "br", "rb", "fr", "rf"}
+_QUOTES = "'\""
+
+
+def _open_string_replaced(text: str, pos: int) -> str | None:
+    """`text` with the unterminated string literal starting at `pos` replaced by an empty one.
+
+    CPython reports an unterminated string (a tokenizer error) ahead of any earlier
+    parser error, so a prefix ending inside a string would hide a real error before
+    it. A string is one atom to the parser: an empty literal of the same kind
+    (prefix letters and quote style kept) parses wherever the open one could end.
+    """
+    k = pos
+    while k < len(text) and text[k] not in _QUOTES:
+        k += 1
+    if k >= len(text) or k - pos > 2:
+        return None
+    quote = text[k] * 3 if text.startswith(text[k] * 3, k) else text[k]
+    return text[:k] + quote * 2
+
+
+# codeop's flags: the parser says "incomplete input" when its first pass (before the
+# `invalid_*` rules that move the reported position back to the start of a construct)
+# failed only because the source ended, i.e. it consumed every token before the end.
+_INCOMPLETE_FLAGS = codeop.PyCF_ALLOW_INCOMPLETE_INPUT | codeop.PyCF_DONT_IMPLY_DEDENT | ast.PyCF_ONLY_AST
+
+
+def _incomplete_input(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, "<prefix>", "exec", _INCOMPLETE_FLAGS)
+    except SyntaxError as exc:
+        return exc.msg == "incomplete input"
+    except ValueError:  # NUL bytes
+        return False
+    return True
+
+
+def _viable_plain(text: str, depth: int = 0) -> bool:
+    """Is `text`, as it stands, the start of some valid program (no growth of its last token)?"""
+    # At the end of the source CPython implies a NEWLINE token, which ends the statement before
+    # the parser reaches EOF (`y = a if b` -> "expected 'else'", reported at `a`). A line
+    # continuation is a legal way to go on from any position in code; with it, a statement that
+    # merely stops early fails only at EOF, which the parser reports as incomplete input.
+    continued = text if text.endswith(("\n", "\\")) or not text else text + " \\\n"
+    if _incomplete_input(continued) or (continued is not text and _incomplete_input(text)):
+        return True
+    err = _first_error(text)
+    if err is None:
+        return True
+    pos, _, low = err
+    if "unindent does not match" in low or "inconsistent use of tabs" in low:
+        # The line's first token fixed its indentation: nothing after it can repair that.
+        return False
+    if "unterminated" in low and "string" in low and depth < 8:
+        replaced = _open_string_replaced(text, pos)
+        if replaced is not None:
+            return _viable_plain(replaced, depth + 1)
+    if "literal" in low and pos >= len(text.rstrip()) - 2 and text[-1:] in _WORD_CHARS and depth < 8:
+        # `0x`, `1e`, `1_` at the end: a number literal still being written (a tokenizer error,
+        # which would also hide an earlier error): one more digit decides.
+        return _viable_plain(text + "1", depth + 1)
+    verdict = parse_error(text)
+    return verdict is None or verdict[2]
 
 
 def _viable(prefix: str) -> bool:
-    """Could `prefix` still be continued into valid Python?"""
-    err = parse_error(prefix)
-    if err is None or err[2]:
+    """Could `prefix` still be continued into valid Python?
+
+    As it stands, or after its last lexical token grows: a word into a keyword
+    (`[x f` -> `[x for`; CPython blames `x` there: "Perhaps you forgot a comma?"),
+    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix
+    (`'a' r` -> `'a' r''`), an operator into a longer one (`if x =` -> `if x ==`).
+    """
+    if _viable_plain(prefix):
         return True
     if not prefix or prefix[-1].isspace():
         return False
-    # The last lexical token may still grow: a keyword (prefix) into another word
-    # (`return re` -> `return returned`, `x = 1 i` -> `x = 1 if c else 2`), an
-    # operator into a longer one (`if x =` -> `if x ==`).
     n = len(prefix)
     k = n
     while k > 0 and prefix[k - 1] in _WORD_CHARS:
         k -= 1
     if k < n:
         word = prefix[k:]
-        return err[0] >= k and any(kw.startswith(word) for kw in _KEYWORDS)
+        if word.lower() in _STRING_PREFIXES and _viable_plain(prefix + "''"):
+            return True
+        if keyword.iskeyword(word) and _viable_plain(prefix + "_"):  # `x = in` -> `x = int`
+            return True
+        return any(_viable_plain(prefix + kw[len(word):]) for kw in _KEYWORDS
+                   if kw.startswith(word) and kw != word)
     k = n
     while k > 0 and prefix[k - 1] in _OP_CHARS:
         k -= 1
-    if k == n or err[0] < k - 1:
+    if k == n:
         return False
     op = prefix[k:]
-    longer = [o for o in _LONG_OPS if o.startswith(op) and o != op]
-    return any(_viable_plain(prefix[:k] + o) for o in longer)
-
-
-def _viable_plain(prefix: str) -> bool:
-    err = parse_error(prefix)
-    return err is None or err[2]
+    return any(_viable_plain(prefix[:k] + o) for o in _LONG_OPS if o.startswith(op) and o != op)
 
 
 def first_invalid_char(program: str, lo: int = 0) -> int:
     """Index of the character at which `program` stops being a viable Python prefix.
 
     Binary search over prefix lengths with CPython as the oracle (~log2(n) parses,
-    only for programs that have an error). More precise than the error position
-    CPython reports, which for some errors is the start of the offending construct
-    (`if x = 1:` reports `x`; `f('a' 'b'` without a comma reports the first string).
+    only for programs that have an error; viability is monotone: once no
+    continuation parses, none of a longer prefix does either). More precise than
+    the error position CPython reports, which for some errors is the start of the
+    offending construct (`if x = 1:` reports `x`; `f('a' 'b'` without a comma
+    reports the first string).
     """
     hi = len(program)  # program[:hi] is not viable
     while hi - lo > 1:

@@ -1,7 +1,8 @@
 """`tests`: unit-test feedback from the sandbox, spread where it cannot be located.
 
 Each sample's program (`program_of`) runs in the sandbox against its task's tests:
-`task["tests"]` (assert statements, with optional `task["setup"]`) as an AssertJob,
+`task["tests"]` (assert statements, with optional `task["setup"]`, which runs after
+the program's definitions and before the asserts, as in `densecode eval`) as an AssertJob,
 or `task["entry_point"]` + `task["inputs"]` + `task["expected"]` as a
 FunctionCallJob. Then, on code tokens only (prose gets nothing):
 - k of n tests pass, k > 0 → k/n on every code token;
@@ -48,7 +49,10 @@ def _make_job(sample: Sample, program: str, timeout: float | None) -> Any:
         tests = task["tests"]
         if isinstance(tests, str):
             tests = [tests]
-        return assert_job(code=program, tests=list(tests), setup=task.get("setup", "") or "", **kw)
+        # MBPP's setup builds fixtures from the candidate's definitions: it runs after them, before the asserts.
+        from densecode.sandbox.asserts import program_with_setup
+
+        return assert_job(code=program_with_setup(program, task.get("setup", "") or ""), tests=list(tests), **kw)
     if task.get("entry_point") and "inputs" in task:
         extra = {"atol": float(task["atol"])} if task.get("atol") is not None else {}
         if task.get("expected") is None and task.get("reference"):

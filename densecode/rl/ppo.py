@@ -183,7 +183,7 @@ class PPOAlgorithm:
         mask = batch.response_mask
         advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam)
         batch.returns = returns
-        # Advantages are whitened, rewards are not (method.md §1).
+        # Advantages are whitened, rewards are not (as in the reference implementation).
         batch.advantages = whiten(advantages, mask) if self.whiten_advantages else advantages
         return {
             "ppo/returns_mean": float(masked_mean(returns, mask)),

@@ -4,9 +4,14 @@
     with SandboxPool() as pool:
         [result] = pool.run([AssertJob(code, ["assert f(1) == 2"])])
 
-See README "Sandbox" for what each protection does and does not guarantee.
+See docs/sandbox.md for what each protection does and does not guarantee.
 """
 
+from densecode.sandbox.defaults import (
+    configure_default_pool,
+    get_default_pool,
+    pool_from_config,
+)
 from densecode.sandbox.jobs import (
     API_OUTCOMES,
     OUTCOMES,
@@ -18,15 +23,10 @@ from densecode.sandbox.jobs import (
     FunctionCallJob,
     JudgeResult,
     Limits,
+    SandboxError,
     StdioJob,
 )
-from densecode.sandbox.pool import (
-    SandboxError,
-    SandboxPool,
-    configure_default_pool,
-    get_default_pool,
-    pool_from_config,
-)
+from densecode.sandbox.pool import SandboxPool
 
 __all__ = [
     "API_OUTCOMES", "OUTCOMES", "ApiError", "ApiHandler", "ApiJob", "ApiRunResult", "AssertJob",

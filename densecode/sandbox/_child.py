@@ -136,10 +136,6 @@ def run_stdio(payload: dict) -> None:
     _send({"t": "done"})
 
 
-class _ApiStop(BaseException):
-    """Raised by an API stub when the parent ended the run; the worker kills us right after."""
-
-
 def _make_stub(name: str, reader):
     def stub(*args, **kwargs):
         frame = sys._getframe(1)
@@ -153,7 +149,7 @@ def _make_stub(name: str, reader):
             plain_args = to_json_value(list(args))
             plain_kwargs = to_json_value(dict(kwargs))
         except TypeError as exc:
-            # Non-plain arguments end the run as an API error (see README: "API bridge").
+            # Non-plain arguments end the run as an API error (see docs/sandbox.md: "API bridge").
             _send({"t": "bad_call", "name": name, "message": str(exc), "line": line})
             os._exit(0)
         _send({"t": "call", "name": name, "args": plain_args, "kwargs": plain_kwargs, "line": line})

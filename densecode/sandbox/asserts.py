@@ -134,3 +134,20 @@ def evaluate_check(test: SplitTest, values: list) -> bool:
     env.update({f"__p{i}": v for i, v in enumerate(values)})
     result = eval(test.check, env)
     return bool(result)
+
+
+def program_with_setup(code: str, setup: str) -> str:
+    """The program MBPP's asserts run against: the candidate's code, then the task's setup code.
+
+    MBPP's `test_setup_code` builds test fixtures from the solution's own definitions
+    (tasks 367 and 927: `root = Node(1)` with the solution's `Node` class), so it runs
+    after the candidate's definitions and before the asserts, in the same namespace;
+    the sanitized release's `test_imports` (`import math` for the asserts) work either
+    way. `AssertJob.setup` runs BEFORE the code (a harness-level preamble), which is
+    why MBPP's setup goes here instead. Line numbers of the candidate's code are
+    unchanged; an error raised by the setup reports a line past the candidate's last.
+    """
+    setup = setup.replace("\r\n", "\n")
+    if not setup.strip():
+        return code
+    return code + ("" if code.endswith("\n") or not code else "\n") + setup + ("" if setup.endswith("\n") else "\n")

@@ -9,21 +9,19 @@ passed to the backend.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 from densecode.errors import DensecodeError
-from densecode.simulators.backend import GymProgramBackend
+from densecode.simulators.gym_plugin import GymProgramBackend
+from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
 
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
                "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
                "eval_temperature", "eval_max_new_tokens", "eval_sampled_temperature"}
-
-
-def format_prompt(instruction: str) -> str:
-    return "# Instruction: " + instruction + "\ndef task_program():\n"
 
 
 def check_keys(opts: dict) -> None:
@@ -45,7 +43,9 @@ def _load_function(path: str):
 class PluginTasks:
     """Training prompts and a held-out eval split for a plug-in simulator."""
 
-    def __init__(self, gen_cfg: Any, opts: dict, base_dir: Path | None = None, pool: Any = None):
+    def __init__(self, gen_cfg: Any, opts: Any, base_dir: Path | None = None, pool: Any = None):
+        if dataclasses.is_dataclass(opts):  # the plug-in domain's typed options; None = not set
+            opts = {k: v for k, v in vars(opts).items() if v is not None}
         opts = dict(opts or {})
         check_keys(opts)
         self.gen_cfg = gen_cfg

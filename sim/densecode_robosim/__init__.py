@@ -1,5 +1,6 @@
-"""RoboSim (import name `densecode_robosim`): a gymnasium simulator for robot programs, densecode's robotics task
-suite, and the RoboEval loader.
+"""RoboSim (import name `densecode_robosim`): a gymnasium simulator for robot programs and densecode's robotics
+task suite. A pure gymnasium package: it imports nothing from densecode (densecode runs programs against it, in
+its sandbox, from `densecode.simulators`).
 
 Importing `densecode_robosim` registers the gymnasium ids `RoboSim-v0` (concrete worlds)
 and `RoboSim-Dynamic-v0` (angelic worlds invented as the program queries them).
@@ -15,20 +16,6 @@ for _id, _kwargs in (("RoboSim-v0", {}), ("RoboSim-Dynamic-v0", {"dynamic": True
         _gym.register(id=_id, entry_point="densecode_robosim.env:RoboSimEnv", kwargs=_kwargs)
 
 
-def __getattr__(name):
-    # heavier pieces load on first use (they import the sandbox)
-    if name in ("RoboSimBackend",):
-        from densecode_robosim.backend import RoboSimBackend
-
-        return RoboSimBackend
-    if name in ("evaluate", "summarize", "RoboOutcome"):
-        from densecode_robosim import evaluation
-
-        return getattr(evaluation, name)
-    raise AttributeError(f"module 'densecode_robosim' has no attribute {name!r}")
-
-
 __all__ = [
-    "API_NAMES", "STOP_STRINGS", "DynamicWorld", "RoboOutcome", "RoboSimBackend", "RoboTask", "RobotError",
-    "World", "evaluate", "format_prompt", "generate_tasks", "summarize",
+    "API_NAMES", "STOP_STRINGS", "DynamicWorld", "RoboTask", "RobotError", "World", "format_prompt", "generate_tasks",
 ]

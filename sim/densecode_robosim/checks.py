@@ -40,10 +40,6 @@ def any_re(*alternatives: str) -> str:
     return "(" + "|".join(rf"\b{re.escape(a)}\b" for a in alternatives) + ")"
 
 
-def literal_re(text: str) -> str:
-    return rf"^{re.escape(text)}$"
-
-
 def _pattern(spec: list) -> TraceElement:
     return TraceElement(spec[0], spec[1] if len(spec) > 1 else None, spec[2] if len(spec) > 2 else None)
 

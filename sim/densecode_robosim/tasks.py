@@ -17,7 +17,7 @@ import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from densecode_robosim.checks import any_re, el, words_re
 
@@ -957,7 +957,3 @@ def generate_tasks(
         task.task_id = f"{split}-{seed}-{len(tasks):05d}-{family}"
         tasks.append(task)
     return tasks
-
-
-def task_to_json(task: RoboTask) -> dict[str, Any]:
-    return task.to_dict()

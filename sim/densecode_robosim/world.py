@@ -405,9 +405,3 @@ class DynamicWorld:
     def object_in(self, obj: str, room: str) -> bool:
         return self.facts.get((room, _key(obj)), 0) > 0
 
-
-def make_world(spec: dict, seed: int = 0) -> World | DynamicWorld:
-    """A world from its JSON form: `{"dynamic": {...}}` or a concrete world dict."""
-    if "dynamic" in spec:
-        return DynamicWorld.from_spec(spec["dynamic"], seed=seed)
-    return World.from_dict(spec)

@@ -1,0 +1,160 @@
+"""`densecode train`: PPO (or GRPO) on dense token rewards, robotics or code.
+
+    densecode train --domain robotics                       # configs/robotics.yaml, embedded model
+    densecode train --domain code --set tasks.path=../shared/data/mbpp/mbpp.jsonl
+    densecode train --domain robotics --resume runs/robotics   # continue exactly
+    accelerate launch --num_processes 2 -m densecode.cli train --domain robotics
+
+The run directory (`--output-dir`, default `train.output_dir`) gets config.yaml,
+metrics.jsonl, tensorboard/, checkpoints/step-N (atomic), learning_curves.png and
+summary.md. Ctrl-C finishes the current step, saves a checkpoint and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from densecode.config import (
+    add_config_arguments,
+    dump_yaml,
+    load_config,
+    resolve_config_path,
+)
+from densecode.errors import DensecodeError
+
+logger = logging.getLogger("densecode.train")
+
+
+def configure(parser) -> None:
+    parser.add_argument("--domain", default=None,
+                        help="a registered domain (robotics, code, ...: see `densecode config --domains`), "
+                             "'package.module:Class', or the domain of a simulator plug-in config")
+    add_config_arguments(parser)
+    parser.add_argument("--model", default=None, help="model dir, densecode-tiny, or hub id (overrides model.name_or_path)")
+    parser.add_argument("--algo", choices=("ppo", "grpo"), default=None, help="optimiser (overrides algo.name)")
+    parser.add_argument("--resume", default=None, metavar="DIR",
+                        help="continue a run: its run directory or a checkpoints/step-N directory")
+    parser.add_argument("--output-dir", default=None, metavar="DIR", help="run directory (overrides train.output_dir)")
+    parser.add_argument("--steps", type=int, default=None, help="total training steps (overrides train.steps)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def resolve_config(args):
+    """The run's config: --config, else configs/<domain>.yaml (or the resumed run's config.yaml), then --set."""
+    from densecode.rl.trainer import resolve_checkpoint
+
+    overrides = list(args.overrides or [])
+    config_path = args.config
+    resume_ckpt = None
+    if args.resume:
+        resume_ckpt = resolve_checkpoint(args.resume)
+        run_cfg = resume_ckpt.parent.parent / "config.yaml"
+        if config_path is None and run_cfg.is_file():
+            config_path = run_cfg
+    if config_path is None:
+        domain = args.domain or "robotics"
+        # `--algo grpo` starts from the domain's GRPO config (MicroCoder settings, no KL), not the PPO one.
+        name = f"{domain}-grpo" if args.algo == "grpo" else domain
+        config_path = resolve_config_path(name)
+        if not Path(config_path).is_file():
+            from densecode.domains import get_domain_class
+
+            # A registered domain without a shipped YAML trains from the dataclass defaults (+ --set).
+            get_domain_class(domain)
+            config_path = None
+    if args.domain:
+        overrides.insert(0, f"domain={args.domain}")
+    if args.model:
+        overrides.append(f"model.name_or_path={args.model}")
+    if args.algo:
+        overrides.append(f"algo.name={args.algo}")
+    if args.output_dir:
+        overrides.append(f"train.output_dir={args.output_dir}")
+    if args.steps is not None:
+        overrides.append(f"train.steps={args.steps}")
+    cfg = load_config(config_path, overrides)
+    return cfg, config_path, resume_ckpt
+
+
+def build_reward_fn(cfg, domain=None):
+    """The domain's reward assembler (kept for callers that have only a config)."""
+    from densecode.domains import build_domain
+    from densecode.domains import build_reward_fn as _build
+
+    return _build(cfg, domain if domain is not None else build_domain(cfg))
+
+
+def build_algorithm(cfg):
+    if cfg.algo.name == "ppo":
+        from densecode.rl.ppo import PPOAlgorithm
+
+        return PPOAlgorithm.from_config(cfg.algo, cfg.generation)
+    if cfg.algo.name == "grpo":
+        from densecode.rl.grpo import GRPOAlgorithm
+
+        return GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=cfg.train.seed)
+    raise DensecodeError(f"unknown algo {cfg.algo.name!r}: choose ppo or grpo")
+
+
+def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None, reward_fn=None, task_source=None):
+    import os
+
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    from densecode.domains import build_domain
+    from densecode.domains import build_reward_fn as domain_reward_fn
+    from densecode.models import load_model_and_tokenizer
+    from densecode.rl.trainer import Trainer
+
+    accelerator = accelerator or Accelerator(mixed_precision=cfg.train.mixed_precision)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and accelerator.num_processes == 1:
+        # torchrun started several processes but accelerate did not join them: each would
+        # train alone and write the same run directory.
+        raise DensecodeError("launched as one of several processes but accelerate is not distributed: "
+                             "on CPUs use `ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N "
+                             "-m densecode.cli train ...`")
+    set_seed(cfg.train.seed)
+    domain = build_domain(cfg) if task_source is None or reward_fn is None else None
+    if task_source is None:
+        domain.prepare()
+    task_source = task_source or domain
+    lora = cfg.lora if cfg.lora.enabled else None
+    model, tokenizer = load_model_and_tokenizer(cfg.model, lora, device=accelerator.device, for_training=True)
+    algo = build_algorithm(cfg)
+    critic = None
+    if algo.needs_value_head and cfg.model.value_model == "separate":
+        critic, _ = load_model_and_tokenizer(cfg.model, lora, device=accelerator.device, for_training=True)
+    reward_fn = reward_fn or domain_reward_fn(cfg, domain)
+    return Trainer(cfg, model=model, tokenizer=tokenizer, task_source=task_source, reward_fn=reward_fn, algo=algo,
+                   run_dir=run_dir, critic=critic, accelerator=accelerator, progress=progress)
+
+
+def run(args) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cfg, _config_path, resume_ckpt = resolve_config(args)
+    run_dir = Path(cfg.train.output_dir)
+    if resume_ckpt is not None and not args.output_dir:
+        run_dir = resume_ckpt.parent.parent
+    if resume_ckpt is None and (run_dir / "checkpoints" / "latest").is_file():
+        raise DensecodeError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
+                             "or pass another --output-dir")
+    trainer = build_trainer(cfg, run_dir, progress=not args.no_progress)
+    if cfg.train.num_threads > 0:
+        import torch
+
+        torch.set_num_threads(cfg.train.num_threads)
+    if trainer.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    if resume_ckpt is not None:
+        trainer.load_checkpoint(resume_ckpt)
+    result = trainer.train()
+    if trainer.is_main:
+        where = run_dir.resolve()
+        if result["interrupted"]:
+            print(f"interrupted at step {result['step']}: checkpoint saved; continue with "
+                  f"densecode train --resume {run_dir}")
+        print(f"run directory: {where} (summary.md, learning_curves.png, metrics.jsonl, checkpoints/)")
+    return 130 if result["interrupted"] else 0

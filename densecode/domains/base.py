@@ -1,0 +1,182 @@
+"""The `Domain` interface: everything the trainer, `densecode eval` and `densecode explain` need to know about a
+kind of task, in one registered object.
+
+A domain owns
+- its tasks: `tasks(split, n, seed) -> list[dict]`, deterministic, with disjoint train / validation / test splits;
+  every task dict carries its `prompt` plus whatever its reward components read (`tests`, `reference`, ...);
+- its prompt format and stop strings (`stop`);
+- its reward recipe: `default_weights` and `default_component_options` (merged under the config's `reward:`),
+  extra reward components it defines (`components`: name -> "module:Class"), and the simulator backend the `sim`
+  component calls (`simulator()`);
+- its evaluation: `score(tasks, responses)` gives one outcome record per response, `metrics(records)` the numbers
+  logged as `eval/*`; `evaluate(model, tokenizer, n=, seed=)` (used by the trainer) samples and scores a held-out split;
+- its options: `Options`, a dataclass that types the config's `tasks:` section (unknown keys and wrong types are
+  errors naming the key and the file, like every other section).
+
+The trainer sees a domain only through two narrow protocols: a task source (`train_batch`, `evaluate`) and the reward
+function built from the domain's recipe (densecode.domains.build_reward_fn). Adding a domain touches no other file:
+subclass `Domain`, decorate it with `@register_domain`, and make its module importable (an entry point in the
+`densecode.domains` group, or `domain: "package.module:Class"` in a config).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from densecode.errors import DensecodeError
+
+
+@dataclass
+class DomainOptions:
+    """Options every domain understands (the config's `tasks:` section); domains subclass this."""
+
+    # Offset added to each step's task seed: change it to draw other training tasks.
+    train_seed: int = 0
+    # Seed of the held-out eval draw (fixed, so every eval sees the same tasks).
+    eval_seed: int = 12345
+    eval_split: str = "test"  # the split held-out evals draw from (train | validation | test)
+    eval_temperature: float = 0.0  # eval decoding temperature; 0 = greedy
+    eval_max_new_tokens: int | None = None  # eval response limit; null = generation.max_new_tokens
+    # A second eval pass at this temperature (fixed seed, the generation top_p), logged as sampled_*: RL first
+    # improves the sampling distribution, which greedy shows only once an argmax flips. null = no second pass.
+    eval_sampled_temperature: float | None = None
+
+
+def options_from_mapping(cls: type, data: dict | None, source: str = "tasks") -> Any:
+    """An options dataclass from a plain mapping (for code that builds a domain without a YAML file)."""
+    from densecode.config import apply_mapping
+
+    opts = cls()
+    apply_mapping(opts, dict(data or {}), source, prefix="tasks.")
+    return opts
+
+
+class Domain:
+    """Base class of every domain. Subclasses set the class attributes and implement `tasks` and `score`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Options: ClassVar[type] = DomainOptions
+    # Reward recipe: weights of the components (a weight of 0 switches one off) and their options.
+    default_weights: ClassVar[dict[str, float]] = {}
+    default_component_options: ClassVar[dict[str, dict]] = {}
+    # Reward components this domain defines beyond densecode's (name -> "package.module:Class").
+    components: ClassVar[dict[str, str]] = {}
+    stop: ClassVar[list[str]] = []
+    # The eval metric the progress bar and summaries lead with.
+    headline_metric: ClassVar[str] = "success_rate"
+
+    def __init__(self, options: Any = None, *, generation: Any = None, base_dir: str | Path | None = None,
+                 name: str | None = None):
+        if options is None or isinstance(options, dict):
+            options = options_from_mapping(self.Options, options)
+        if not isinstance(options, self.Options):
+            raise DensecodeError(f"domain {self.name!r}: options must be a {self.Options.__name__}, "
+                                 f"got {type(options).__name__}")
+        self.options = options
+        self.generation = generation
+        self.base_dir = Path(base_dir) if base_dir is not None else None
+        if name:
+            self.name = name
+
+    # ------------------------------------------------------------------ tasks
+
+    def prepare(self) -> None:
+        """Load and check what training needs (task files, ...), so bad input fails before the model loads."""
+
+    def tasks(self, split: str, n: int, seed: int) -> list[dict]:  # pragma: no cover - interface
+        """`n` task dicts of `split` (train / validation / test), deterministic in `seed`; each has a `prompt`."""
+        raise NotImplementedError
+
+    def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]:
+        tasks = self.tasks("train", n, seed + int(self.options.train_seed))
+        return [t["prompt"] for t in tasks], tasks
+
+    def eval_tasks(self, n: int) -> list[dict]:
+        cache = self.__dict__.setdefault("_eval_cache", {})
+        if n not in cache:
+            cache[n] = self.tasks(self.options.eval_split, n, int(self.options.eval_seed))
+        return cache[n]
+
+    # ------------------------------------------------------------------ rewards
+
+    def simulator(self) -> Any:
+        """The SimulatorBackend the `sim` reward component calls (None: this domain has no simulator)."""
+        return None
+
+    def lint_builtins(self) -> list[str]:
+        """Names the lint component treats as defined (a robot API, a plug-in's API)."""
+        return []
+
+    def component_options(self) -> dict[str, dict]:
+        opts = {k: dict(v) for k, v in self.default_component_options.items()}
+        builtins = self.lint_builtins()
+        if builtins:
+            opts.setdefault("lint", {}).setdefault("builtins", list(builtins))
+        return opts
+
+    # ------------------------------------------------------------------ eval
+
+    def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:  # pragma: no cover - interface
+        """One record per response: at least `outcome` (a class name, "success" for a solved task) and `score`."""
+        raise NotImplementedError
+
+    def canonical_response(self, task: dict) -> str | None:
+        """The response that solves `task` (for `--canonical` evals and checks), if the domain knows one."""
+        return task.get("canonical")
+
+    def metrics(self, records: list[dict]) -> dict[str, float]:
+        """eval/* numbers from score() records: success rate, mean score, the share of each outcome class."""
+        n = max(len(records), 1)
+        out = {"n_tasks": float(len(records)),
+               "success_rate": sum(r.get("outcome") == "success" for r in records) / n,
+               "score": float(np.mean([float(r.get("score", 0.0)) for r in records])) if records else 0.0}
+        for outcome in sorted({str(r.get("outcome")) for r in records}):
+            out[f"outcome/{outcome}"] = sum(str(r.get("outcome")) == outcome for r in records) / n
+        return out
+
+    def generate(self, model, tokenizer, prompts: list[str], *, temperature: float, seed: int) -> list[str]:
+        """Eval decoding: one completion per prompt with the config's generation settings."""
+        from densecode.generation import generate
+
+        gen = self.generation
+        max_new = self.options.eval_max_new_tokens or getattr(gen, "max_new_tokens", 128)
+        gens = generate(model, tokenizer, prompts, n=1, max_new_tokens=max_new, temperature=temperature,
+                        top_p=getattr(gen, "top_p", 1.0) if temperature > 0 else 1.0, top_k=0,
+                        grammar=getattr(gen, "grammar", "off"), stop=list(getattr(gen, "stop", None) or self.stop),
+                        batch_size=max(getattr(gen, "batch_size", 16), 16), seed=seed, progress=False,
+                        grammar_options={"code_prefix": getattr(gen, "grammar_code_prefix", "auto")})
+        return [g.completion for g in gens]
+
+    def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
+        """Held-out metrics: greedy (or `eval_temperature`) and, if set, a sampled pass at a fixed seed."""
+        tasks = self.eval_tasks(n)
+        prompts = [t["prompt"] for t in tasks]
+        out = self.metrics(self.score(tasks, self.generate(model, tokenizer, prompts,
+                                                           temperature=float(self.options.eval_temperature),
+                                                           seed=seed)))
+        sampled_t = self.options.eval_sampled_temperature
+        if sampled_t:
+            # The same draws before and after training (fixed seed), so the change is the policy's.
+            sampled = self.metrics(self.score(tasks, self.generate(model, tokenizer, prompts,
+                                                                   temperature=float(sampled_t),
+                                                                   seed=int(self.options.eval_seed))))
+            out.update({f"sampled_{k}": v for k, v in sampled.items() if k in self.sampled_metric_names})
+        return out
+
+    # metrics repeated for the sampled pass
+    sampled_metric_names: ClassVar[tuple[str, ...]] = ("success_rate", "score")
+
+    # ------------------------------------------------------------------ misc
+
+    @classmethod
+    def option_fields(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls.Options)]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

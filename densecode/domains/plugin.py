@@ -1,0 +1,80 @@
+"""The plug-in domain: robot-style programs driving any gymnasium environment named in a config.
+
+A config whose `domain:` is not a registered name and whose `tasks:` names a `simulator` becomes this domain under its
+own name (configs/warehouse.yaml: `domain: warehouse`). The env, its API binding (program function -> action, step
+output -> return value), the task generator and the scoring are all options; densecode runs the programs in the
+sandbox exactly as RoboSim's, with the same outcome classes and the same `sim` reward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from densecode.domains.base import Domain, DomainOptions
+from densecode.domains.robotics import STOP
+
+
+@dataclass
+class PluginOptions(DomainOptions):
+    # The env: a registered gymnasium id or "package.module:EnvClass", and its constructor kwargs.
+    simulator: str = ""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Program function -> {action: template with "$param" placeholders, params: [...], result: "info.key"}.
+    api: dict[str, dict] = field(default_factory=dict)
+    error: str | None = None  # a step-output path whose truthy value means the call failed (a robot error)
+    score: str | None = None  # how a run is scored (see densecode.simulators.binding)
+    end_action: Any = None  # sent after the program returns when score is end_reward
+    # Tasks: a generator "package.module:function" f(split, n, seed) -> list[dict], or a JSONL file.
+    source: str | None = None
+    path: str | None = None
+    eval_fraction: float = 0.2
+    runs: int = 1  # runs per program (seeds task seed + k)
+    timeout_s: float = 1.0
+    max_calls: int = 1000
+    clean_credit: float = 0.25  # score of a clean run that does not finish the task
+
+
+class PluginDomain(Domain):
+    name = "plugin"
+    description = "robot-style programs for a gymnasium simulator named in the config"
+    Options = PluginOptions
+    default_weights: ClassVar[dict[str, float]] = {"lint": 0.1, "syntax": 0.1, "sim": 0.8, "kl": 0.9}
+    stop = STOP
+    sampled_metric_names = ("success", "no_robot_error")
+
+    def __init__(self, options: Any = None, **kwargs):
+        super().__init__(options, **kwargs)
+        from densecode.simulators import PluginTasks
+
+        raw = {k: v for k, v in vars(self.options).items() if v is not None}
+        self._source = PluginTasks(self.generation, raw, self.base_dir)
+
+    def tasks(self, split: str, n: int, seed: int) -> list[dict]:
+        return self._source.tasks(split, n, seed)
+
+    def simulator(self) -> Any:
+        return self._source.backend
+
+    def lint_builtins(self) -> list[str]:
+        return list(self.options.api)
+
+    def canonical_response(self, task: dict) -> str | None:
+        return task.get("reference")
+
+    def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
+        programs = [t["prompt"] + r for t, r in zip(tasks, responses)]
+        outcomes = self._source.backend.outcomes(programs, tasks)
+        return [{"task_id": t.get("task_id"), "outcome": o, "score": float(o == "success")}
+                for t, o in zip(tasks, outcomes)]
+
+    def metrics(self, records: list[dict]) -> dict[str, float]:
+        n = max(len(records), 1)
+        count = lambda *names: sum(r["outcome"] in names for r in records) / n
+        return {
+            "n": float(len(records)),
+            "parses": 1.0 - count("parse_error"),
+            "no_python_error": 1.0 - count("parse_error", "python_error"),
+            "no_robot_error": 1.0 - count("parse_error", "python_error", "robot_error"),
+            "success": count("success"),
+        }
