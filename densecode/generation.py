@@ -4,13 +4,30 @@ An own decoding loop rather than `model.generate`: the grammar verdict must be
 for the token actually emitted, and the recorded log-probabilities must be those
 of the distribution the token was sampled from. Per step:
 
-    logits -> grammar mask (constrain) -> top-k / top-p -> / temperature
-           -> log_softmax -> sample (argmax at temperature 0) -> verdict (check/constrain)
+    logits -> top-k / top-p -> / temperature -> sample (argmax at temperature 0)
+           -> grammar (constrain: parser check, resample on rejection) -> verdict
 
-`Generation.logprobs[i]` is the emitted token's log-probability under that final
-distribution (grammar mask and top-k/top-p included; at temperature 0 the
-unscaled processed logits). PPO recomputes its own log-probs with a forward pass;
-these are for analysis and for GRPO-style ratios at temperature 1 without filtering.
+Constrained sampling draws from q restricted to the tokens the grammar accepts,
+q = the top-k/top-p-truncated, temperature-scaled distribution ("truncate, then
+constrain"); when no token of q's support is accepted, from the untruncated
+distribution restricted to the accepted tokens. Two ways to get there:
+`constrain_by="check_first"` (default) draws x ~ q and keeps it when the parser
+accepts it; only on a rejection it computes SynCode's mask M and draws from
+q restricted to M (re-drawing, with the rejected token removed, while the parser
+rejects). Drawing first and falling back to the masked draw samples exactly from
+q(x)/q(A) (A = accepted tokens): P(x) = q(x) + q(not A) q(x)/q(A) for x in A,
+provided M contains A within q's support (SynCode's mask over-approximates the
+parser; see docs/grammar.md for where it did not). `constrain_by="mask"` masks
+every step and samples from the masked q, SynCode's own way (the reference the
+check-first path is tested against).
+
+`Generation.logprobs[i]` is the emitted token's log-probability under the
+distribution its kept draw came from (truncation and temperature included; in
+constrain mode the masked one when the token was redrawn after a rejection; at
+temperature 0 the unscaled logits). `Generation.policy_logprobs[i]` is the
+policy's own log-probability, log softmax(logits / T) without truncation or
+grammar: what a PPO score pass would recompute (densecode.rl uses it as
+log pi_old when `algo.score_pass` is off).
 
 Rows that finish (EOS, stop string, or length) drop out of the batch, and their
 KV-cache rows with them, so a batch costs what its longest live row costs.
@@ -46,6 +63,13 @@ class Generation:
     grammar_fallbacks: int = 0
     sample_index: int = 0
     stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
+    # log softmax(logits / T) of each emitted token (no truncation, no grammar); the
+    # EOS decision's own entry is `eos_policy_logprob` (EOS is not in token_ids).
+    policy_logprobs: list[float] = field(default_factory=list)
+    eos_policy_logprob: float | None = None
+    # With collect_hidden: the last layer's hidden state each token was sampled from
+    # ([len(token_ids) (+1 with EOS), H], policy dtype): a value head's input, V(s_t).
+    hidden: torch.Tensor | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +81,9 @@ class _Row:
     sample_index: int
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    policy_logprobs: list[float] = field(default_factory=list)
+    eos_policy_logprob: float | None = None
+    hidden: list[torch.Tensor] = field(default_factory=list)
     verdicts: list[bool | None] = field(default_factory=list)
     finish_reason: str = "length"
     stop_at: int | None = None  # character offset of the first stop string
@@ -120,38 +147,99 @@ def _find_stop(text: str, stop: list[str], start: int) -> int | None:
     return min(hits) if hits else None
 
 
-def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tokens [B], their log-probs under the sampling distribution [B])."""
+def _draw(logits: torch.Tensor, temperature: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw from already truncated logits: (tokens [B], their log-probs under softmax(logits / T) [B])."""
     if temperature <= 0:
         logp = torch.log_softmax(logits, dim=-1)
         tokens = torch.argmax(logits, dim=-1)
     else:
-        logp = torch.log_softmax(filter_logits(logits, top_k, top_p) / temperature, dim=-1)
+        logp = torch.log_softmax(logits / temperature, dim=-1)
         tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _truncate(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    return logits if temperature <= 0 else filter_logits(logits, top_k, top_p)
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens [B], their log-probs under the sampling distribution [B])."""
+    return _draw(_truncate(logits, temperature, top_k, top_p), temperature, generator)
 
 
 MAX_RESAMPLES = 8
 
 
-def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, top_k, top_p, generator):
+def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Truncated logits restricted to `allowed`; the untruncated ones where that leaves nothing."""
+    allowed = allowed.to(truncated.device)
+    out = truncated.masked_fill(~allowed, float("-inf"))
+    if not bool(torch.isfinite(out).any()):
+        out = raw.masked_fill(~allowed, float("-inf"))
+    return out
+
+
+def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, generator, positions=None):
     """constrain: redraw tokens the grammar's parser rejects (the mask over-approximates).
 
-    Each rejected token is masked out and the row sampled again from the renormalised
-    distribution, so the recorded log-prob is that of the distribution finally used.
+    `logits` [B or len(positions), V] are the (truncated, masked) logits each row draws
+    from; `positions` maps their rows to batch positions (None: all). Each rejected token
+    is removed and the row drawn again from the renormalised distribution, so the
+    recorded log-prob is that of the distribution finally used.
     """
+    positions = list(range(len(alive))) if positions is None else positions
+    where = {b: i for i, b in enumerate(positions)}
     for _ in range(MAX_RESAMPLES):
-        bad = grammar.reject(alive, tokens.tolist())
+        bad = [b for b in grammar.reject(alive, tokens.tolist()) if b in where]
         if not bad:
             break
-        index = torch.tensor(bad, device=logits.device)
-        logits[index, tokens[index]] = float("-inf")
-        index = index[torch.isfinite(logits[index]).any(-1)]
+        index = torch.tensor([where[b] for b in bad], device=logits.device)
+        batch_index = torch.tensor(bad, device=logits.device)
+        logits[index, tokens[batch_index]] = float("-inf")
+        live = torch.isfinite(logits[index]).any(-1)
+        index, batch_index = index[live], batch_index[live]
         if len(index) == 0:
             break
-        new_tokens, new_logps = _sample(logits[index], temperature, top_k, top_p, generator)
-        tokens[index], logps[index] = new_tokens, new_logps
+        new_tokens, new_logps = _draw(logits[index], temperature, generator)
+        tokens[batch_index], logps[batch_index] = new_tokens, new_logps
+    else:
+        # Still rejected after MAX_RESAMPLES draws: check every remaining candidate and
+        # draw from those the parser accepts (exact, and rare: the mask is rarely that loose).
+        for b in grammar.reject(alive, tokens.tolist()):
+            if b not in where:
+                continue
+            i = where[b]
+            candidates = torch.isfinite(logits[i]).nonzero().squeeze(-1).tolist()
+            ok = grammar.accepted(alive[b], candidates)
+            keep = torch.zeros_like(logits[i], dtype=torch.bool)
+            keep[[c for c, good in zip(candidates, ok) if good]] = True
+            if not bool(keep.any()):
+                continue  # nothing acceptable: the row keeps its token, verdict False
+            logits[i] = logits[i].masked_fill(~keep, float("-inf"))
+            new_token, new_logp = _draw(logits[i][None], temperature, generator)
+            tokens[b], logps[b] = new_token[0], new_logp[0]
     return tokens, logps
+
+
+def _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature, generator):
+    """Keep draws the parser accepts; mask (SynCode) and redraw only the rejected rows."""
+    bad = grammar.reject(alive, tokens.tolist())
+    if not bad:
+        return tokens, logps
+    masks = grammar.masks(alive, bad, raw.shape[-1])
+    positions = [b for b, m in zip(bad, masks) if m is not None]  # None: that row fell back (unconstrained)
+    if not positions:
+        return tokens, logps
+    sub = torch.stack([_restrict(truncated[b], raw[b], m) for b, m in
+                       zip(bad, masks) if m is not None])
+    index = torch.tensor(positions, device=raw.device)
+    sub[torch.arange(len(positions), device=raw.device), tokens[index]] = float("-inf")  # known rejected
+    live = torch.isfinite(sub).any(-1)
+    if bool(live.any()):
+        rows = live.nonzero().squeeze(-1)
+        new_tokens, new_logps = _draw(sub[rows], temperature, generator)
+        tokens[index[rows]], logps[index[rows]] = new_tokens, new_logps
+    return _resample_rejected(grammar, alive, sub, tokens, logps, temperature, generator, positions)
 
 
 def _accepts_position_ids(model) -> bool:
@@ -181,7 +269,7 @@ def _select_cache(past, index: torch.Tensor):
 @torch.inference_mode()
 def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, max_new_tokens: int, temperature: float,
                     top_p: float, top_k: int, stop: list[str], eos_ids: set[int], grammar, generator,
-                    on_token=None) -> int:
+                    on_token=None, collect_hidden: bool = False) -> int:
     """Fill `rows` (one per prompt in `prompts`) in place; return the batch's grammar fallbacks."""
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True)
@@ -207,26 +295,43 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         kwargs = {"input_ids": step_ids, "attention_mask": step_mask, "past_key_values": past, "use_cache": True}
         if use_positions:
             kwargs["position_ids"] = step_pos
+        if collect_hidden:
+            kwargs["output_hidden_states"] = True
         out = model(**kwargs)
+        hidden = out.hidden_states[-1][:, -1, :] if collect_hidden else None
         past = out.past_key_values
-        logits = out.logits[:, -1, :].float()
-        if grammar is not None:
-            logits = grammar.process(alive, logits)
-        tokens, logps = _sample(logits, temperature, top_k, top_p, generator)
+        raw = out.logits[:, -1, :].float()
+        policy_logp = torch.log_softmax(raw / temperature if temperature > 0 else raw, dim=-1)
+        truncated = _truncate(raw, temperature, top_k, top_p)
+        if grammar is not None and grammar.masks_every_step:
+            truncated = grammar.process(alive, truncated.clone())
+            for b, r in enumerate(alive):  # nothing left after truncation: the untruncated masked logits
+                mask = grammar.rows[r].mask
+                if mask is not None and not bool(torch.isfinite(truncated[b]).any()):
+                    truncated[b] = raw[b].masked_fill(~mask.to(raw.device), float("-inf"))
+        tokens, logps = _draw(truncated, temperature, generator)
         if grammar is not None and grammar.mode == "constrain":
-            tokens, logps = _resample_rejected(grammar, alive, logits, tokens, logps, temperature, top_k, top_p,
-                                               generator)
+            if grammar.masks_every_step:
+                tokens, logps = _resample_rejected(grammar, alive, truncated, tokens, logps, temperature, generator)
+            else:
+                tokens, logps = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature,
+                                                       generator)
+        policy_token_logp = policy_logp.gather(-1, tokens[:, None]).squeeze(-1).tolist()
         verdicts = grammar.observe(alive, tokens.tolist()) if grammar is not None else None
         finished = []
         for b, r in enumerate(alive):
             row = rows[r]
             tok = int(tokens[b])
+            if hidden is not None:
+                row.hidden.append(hidden[b])
             if tok in eos_ids:
                 row.finish_reason, row.stop_token_id = "eos", tok
+                row.eos_policy_logprob = policy_token_logp[b]
                 finished.append(b)
                 continue
             row.token_ids.append(tok)
             row.logprobs.append(float(logps[b]))
+            row.policy_logprobs.append(policy_token_logp[b])
             if verdicts is not None:
                 row.verdicts.append(verdicts[b])
             if stop:
@@ -261,12 +366,13 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
 def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens: int = 128, temperature: float = 1.0,
              top_p: float = 1.0, top_k: int = 0, grammar: str = "off", stop: list[str] | None = None,
              batch_size: int = 16, seed: int | None = None, progress: bool = True, grammar_options: dict | None = None,
-             ) -> list[Generation]:
+             collect_hidden: bool = False) -> list[Generation]:
     """`n` completions per prompt, prompt-major: result[i * n + j] is sample j of prompt i.
 
     grammar: off | check (record per-token verdicts, logits untouched) | constrain
-    (mask tokens the grammar rejects). `grammar_options` go to
-    `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`).
+    (only tokens the grammar accepts). `grammar_options` go to
+    `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`, `constrain_by`).
+    collect_hidden: keep each sampled token's last hidden state (`Generation.hidden`).
     """
     if grammar not in GRAMMAR_MODES:
         raise DensecodeError(f"grammar must be one of {', '.join(GRAMMAR_MODES)}; got {grammar!r}")
@@ -313,6 +419,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
                 model, tokenizer, [prompts[r.prompt_index] for r in batch], batch,
                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, stop=stop,
                 eos_ids=eos_ids, grammar=processor, generator=generator, on_token=count,
+                collect_hidden=collect_hidden,
             )
             if fallbacks:
                 logger.warning("batch %d: the grammar parser failed on %d row(s); those rows fell back to "
@@ -328,10 +435,10 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
 
     results = []
     for row in rows:
-        ids, logprobs, verdicts = row.token_ids, row.logprobs, row.verdicts
+        ids, logprobs, verdicts, policy = row.token_ids, row.logprobs, row.verdicts, row.policy_logprobs
         if row.stop_at is not None:
             ids = cut_at_stop(tokenizer, ids, row.stop_at)
-            logprobs, verdicts = logprobs[:len(ids)], verdicts[:len(ids)]
+            logprobs, verdicts, policy = logprobs[:len(ids)], verdicts[:len(ids)], policy[:len(ids)]
         results.append(Generation(
             prompt=prompts[row.prompt_index],
             prompt_index=row.prompt_index,
@@ -343,5 +450,8 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             grammar_fallbacks=row.fallbacks,
             sample_index=row.sample_index,
             stop_token_id=row.stop_token_id,
+            policy_logprobs=list(policy),
+            eos_policy_logprob=row.eos_policy_logprob,
+            hidden=(torch.stack(row.hidden[:len(ids) + (row.finish_reason == "eos")]) if row.hidden else None),
         ))
     return results

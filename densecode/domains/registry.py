@@ -27,6 +27,8 @@ BUILTIN: dict[str, str] = {
     "code": "densecode.domains.code:CodeDomain",
     "codegen": "densecode.domains.codegen:CodegenDomain",
     "codeio": "densecode.domains.codeio:CodeioDomain",
+    "testgen": "densecode.domains.testgen:TestgenDomain",
+    "commitmsg": "densecode.domains.commitmsg:CommitmsgDomain",
 }
 PLUGIN_DOMAIN = "densecode.domains.plugin:PluginDomain"
 
