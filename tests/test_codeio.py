@@ -195,6 +195,25 @@ def test_values_are_computed_in_the_sandbox_and_kept_only_if_literal():
     assert out[5].ok and out[5].value is True  # the call really runs in another process
 
 
+def test_batched_values_match_single_runs_and_survive_a_crash():
+    from densecode.domains.codeio import values
+
+    code = "def f(x):\n    return [x] * 2\n"
+    items = [("", code, f"f({i})") for i in range(5)] + [("", "def g():\n    return 1 / 0\n", "g()"),
+                                                          ("", "def h():\n    import os\n    os._exit(3)\n", "h()"),
+                                                          ("", code, "f('z')"),
+                                                          ("", "def r(n):\n    return 1 if n < 2 else r(n - 1) * n\n",
+                                                           "r(5)")]
+    values._CACHE.clear()
+    batched = compute_values(items, batch=4)
+    values._CACHE.clear()
+    single = compute_values(items, batch=1)
+    assert [(c.ok, c.text) for c in batched] == [(c.ok, c.text) for c in single]
+    assert batched[0].text == "[0, 0]" and batched[7].text == "['z', 'z']" and batched[8].text == "120"
+    assert not batched[5].ok and "ZeroDivisionError" in batched[5].text
+    assert not batched[6].ok  # os._exit ended its batch: it was run alone, and the others still got their values
+
+
 def test_canonical_repr_is_stable():
     assert canonical_repr({"b", "a"}) == "{'a', 'b'}" and canonical_repr(set()) == "set()"
     assert canonical_repr((1,)) == "(1,)" and canonical_repr({"k": [1, (2,)]}) == "{'k': [1, (2,)]}"

@@ -32,6 +32,7 @@ from densecode.jsonl import numbered, read_jsonl
 
 INSTRUCTION = "# Complete the assert with the value the call returns, written as a Python literal.\n"
 MAX_ANSWER_CHARS = 300  # longer values make no short-answer task
+GENERATED_BATCH = 16  # generated tasks (the families' own templates) computed 16 per sandboxed program
 HINT = ("MBPP rows (text, code, test_list), MBPP+ rows (prompt, entry_point, canonical_solution, base_input) or "
         "rows with 'code' and 'call' (optional 'setup'); e.g. ../shared/data/mbpp/mbpp.jsonl")
 
@@ -74,7 +75,8 @@ def generate_tasks(split: str, n: int, seed: int, families: list[Family], pool: 
                     break
         codes = [f"def {s.entry}({', '.join(s.args)}):\n{s.body()}" for s, _ in drafts]
         calls = [call_text(s, args) for s, args in drafts]
-        values = compute_values([("", c, call) for c, call in zip(codes, calls)], pool, MAX_ANSWER_CHARS)
+        values = compute_values([("", c, call) for c, call in zip(codes, calls)], pool, MAX_ANSWER_CHARS,
+                                batch=GENERATED_BATCH)
         for (spec, args), code, call, val in zip(drafts, codes, calls, values):
             if val.ok:  # a value too long for a short answer is skipped (the draw is deterministic either way)
                 oracle = expected(spec, args)
