@@ -130,7 +130,9 @@ class GymApiHandler:
 
     def _simulator_failed(self, where: str, exc: BaseException | str) -> None:
         if isinstance(exc, BaseException):
-            message = f"{type(exc).__name__}: {exc}"
+            frames = traceback.extract_tb(exc.__traceback__)
+            at = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+            message = f"{type(exc).__name__}: {exc}{at}"
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         else:
             message, tb = str(exc), ""
