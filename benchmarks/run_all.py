@@ -84,6 +84,8 @@ BENCHES = [
           quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70),
     Bench("reward_throughput", "dense reward assembly: samples/s",
           quick_args=["--n", "64", "--repeats", "1"], quick_timeout_s=50),
+    Bench("syntax_position_probe", "where the syntax -1 lands: ` $` probe over all MBPP references",
+          quick_timeout_s=60),
     Bench("robosim_throughput", "RoboSim: programs judged per second",
           quick_args=["--tasks", "100"], quick_timeout_s=50),
     Bench("ppo_step_vs_trl", "densecode PPO step vs TRL PPOTrainer",

@@ -35,18 +35,18 @@ class ModelConfig:
     # "densecode-tiny" is the embedded offline default; any local dir or hub id works.
     name_or_path: str = "densecode-tiny"
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on GPUs that support it, else fp32)
-    trust_remote_code: bool = False
-    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False  # run a hub model's own modelling code (only for checkpoints you trust)
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower steps
     # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
     value_model: str = "shared"
 
 
 @dataclass
 class LoraConfig:
-    enabled: bool = False
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    enabled: bool = False  # train LoRA adapters instead of every weight (the reference does, for 1.5B+ models)
+    r: int = 16  # adapter rank (reference)
+    alpha: int = 32  # scaling alpha / r = 2 (reference)
+    dropout: float = 0.05  # on the adapter input (reference)
     # Names follow Llama/Qwen; GPT-2 style models use c_attn/c_proj/c_fc.
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -55,16 +55,17 @@ class LoraConfig:
 
 @dataclass
 class GenerationConfig:
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = 0
+    max_new_tokens: int = 128  # response length limit; a response cut here has finish_reason "length"
+    temperature: float = 1.0  # rollout sampling temperature (PPO; GRPO's schedule is algo.grpo.temperature_schedule)
+    top_p: float = 0.95  # nucleus sampling (reference 0.95); 1.0 = off
+    top_k: int = 0  # 0 = off
     grammar: str = "off"  # off | check | constrain (SynCode logits processor)
     # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
     # else after its last ``` fence, else nothing) | prompt | none.
     grammar_code_prefix: str = "auto"
+    # Strings that end a response (cut before them); empty = the domain's own stop strings at eval.
     stop: list[str] = field(default_factory=list)
-    batch_size: int = 16
+    batch_size: int = 16  # rows per generate() call (memory vs speed; results do not depend on it)
 
 
 @dataclass
@@ -207,16 +208,16 @@ RENAMED_KEYS: dict[str, str] = {
 
 @dataclass
 class TrainingConfig:
-    steps: int = 100
+    steps: int = 100  # total optimiser steps (one rollout batch each)
     batch_size: int = 16  # prompts per step (PPO) / groups per step (GRPO)
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    seed: int = 0
-    output_dir: str = "runs/densecode"
-    save_every: int = 50
-    eval_every: int = 25
-    eval_tasks: int = 64
-    log_every: int = 1
+    lr: float = 1e-5  # policy learning rate (AdamW); the value head's is algo.ppo.vf_lr
+    weight_decay: float = 0.0  # AdamW weight decay
+    seed: int = 0  # seeds sampling, minibatch order and task draws (a step's seeds derive from it: exact resume)
+    output_dir: str = "runs/densecode"  # the run directory (config.yaml, metrics.jsonl, checkpoints/, ...)
+    save_every: int = 50  # checkpoint every N steps (and always at the end); 0 = only at the end
+    eval_every: int = 25  # held-out eval every N steps, at step 0 and at the end; 0 = never
+    eval_tasks: int = 64  # held-out tasks per eval (the same tasks every time)
+    log_every: int = 1  # a metrics.jsonl / TensorBoard row every N steps
     # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
     rollouts_every: int = 10
     mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
@@ -232,10 +233,10 @@ class SandboxConfig:
     # CPU time decides "too slow" (independent of machine load); the wall clock catches sleepers.
     # MBPP reference solutions use < 0.01 s CPU except task 123 (2.5 s), which times out as upstream.
     timeout_s: float = 5.0
-    cpu_s: float = 2.0
+    cpu_s: float = 2.0  # CPU seconds per program; over it the program is killed and judged `timeout`
     memory_mb: int = 1024  # address space (RLIMIT_AS); numpy alone maps ~300 MB
-    max_procs: int = 16
-    file_size_mb: int = 16
+    max_procs: int = 16  # processes per program (RLIMIT_NPROC under the pool's own uid): stops fork bombs
+    file_size_mb: int = 16  # largest file a program may write in its private /tmp (RLIMIT_FSIZE)
     output_bytes: int = 1048576  # stdout+stderr kept per program; more kills it (output_limit)
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
 
 import numpy as np
 import pytest
 
 from densecode.rewards import make_sample
-from densecode.rewards.mutations import load_mbpp, position_probe
+from densecode.rewards.mutations import insertion_probes, load_mbpp, position_probe
 from densecode.rewards.syntax import SyntaxComponent, first_invalid_char, parse_error
 
 ROBOT_PROMPT = "# Instruction: x\ndef task_program():\n"
@@ -49,6 +50,13 @@ def sample_of(tok, prompt, response, **kw):
         # first token no continuation accepts.
         ("x = foo(1, 2\ny = 3\n", "y = 3"),
         ("s = 'abc' 'd' x\n", "x\n"),
+        # At the end of the source, a conditional expression still waiting for `else` is not broken
+        # (CPython's implied NEWLINE would blame the start of the expression).
+        ("y = max(a, b) if (a != b) $ else -1\n", "$"),
+        # A dedent to a column never opened is wrong from the line's first token on.
+        ("def f():\n    x = 1\n  y = 2\n", "y = 2"),
+        ("if x:\n    pass\n  else:\n    pass\n", "else:"),
+        ("def f():\n\tif x:\n        y = 2\n", "y = 2"),
     ],
 )
 def test_first_invalid_char_known_cases(program, first_bad):
@@ -91,6 +99,21 @@ def test_position_probe_over_mbpp_references(tok, shared_data):
         _check_placement(s, comp([s])[0].values, pos)
         n += 1
     assert n >= 300
+
+
+def test_invalid_character_before_random_tokens_of_mbpp_references(shared_data):
+    """`$`/`?` inserted mid-line, inside brackets, after keywords...: located exactly, never early or late."""
+    rows = load_mbpp(os.path.join(shared_data, "mbpp", "mbpp.jsonl"))[::5]
+    rng = random.Random(0)
+    misplaced = []
+    n = 0
+    for row in rows:
+        for program, pos in insertion_probes(row["code"], rng, n=2):
+            n += 1
+            k = first_invalid_char(program)
+            if k != pos:
+                misplaced.append((row["task_id"], program[max(0, pos - 30):pos + 1], k - pos))
+    assert n >= 350 and misplaced == []
 
 
 @pytest.mark.parametrize("prompt", [ROBOT_PROMPT, CODE_PROMPT, PROSE_PROMPT])

@@ -242,3 +242,14 @@ def test_worker_dead_before_its_program_starts_is_replaced_and_the_program_still
         assert [r.outcome for r in pool.run([AssertJob(GOOD_F, TEST)] * 2)] == ["passed", "passed"]
         assert failed and pool._workers[0].popen.pid != failed[0]
         assert pool.stats["workers_replaced"] == 2
+
+
+@pytest.mark.slow
+def test_soak_benchmark_runs_and_finds_no_growth():
+    """benchmarks/sandbox_soak.py at its smallest size: runs, judges the mix, reports no growth."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "sandbox_soak.py"), "--programs", "1000",
+                           "--batch", "500"], capture_output=True, text=True, check=False, cwd=root)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "OK: no growth in fds, threads or processes" in proc.stdout
+    assert "passed" in proc.stdout and "timeout" in proc.stdout and "api:ok" in proc.stdout

@@ -55,20 +55,15 @@ def read_prompts(path: str | Path) -> list[str]:
         json_mode = False
     if not json_mode:
         return [line for line in lines if line.strip()]
+    from densecode.jsonl import numbered, read_jsonl
+
     prompts = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DensecodeError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    for where, item in numbered(path, read_jsonl(path, what="prompts", strings=True,
+                                                 hint="one JSON object with a 'prompt' string per line")):
         if isinstance(item, dict):
             if not isinstance(item.get("prompt"), str):
-                raise DensecodeError(f"{path}:{number}: expected a string field 'prompt' (keys: {', '.join(item)})")
+                raise DensecodeError(f"{where}: expected a string field 'prompt' (keys: {', '.join(item)})")
             item = item["prompt"]
-        if not isinstance(item, str):
-            raise DensecodeError(f"{path}:{number}: expected an object with 'prompt' or a JSON string")
         prompts.append(item)
     return prompts
 

@@ -303,12 +303,20 @@ def _incomplete_input(text: str) -> bool:
 
 def _viable_plain(text: str, depth: int = 0) -> bool:
     """Is `text`, as it stands, the start of some valid program (no growth of its last token)?"""
-    if _incomplete_input(text):
+    # At the end of the source CPython implies a NEWLINE token, which ends the statement before
+    # the parser reaches EOF (`y = a if b` -> "expected 'else'", reported at `a`). A line
+    # continuation is a legal way to go on from any position in code; with it, a statement that
+    # merely stops early fails only at EOF, which the parser reports as incomplete input.
+    continued = text if text.endswith(("\n", "\\")) or not text else text + " \\\n"
+    if _incomplete_input(continued) or (continued is not text and _incomplete_input(text)):
         return True
     err = _first_error(text)
     if err is None:
         return True
     pos, _, low = err
+    if "unindent does not match" in low or "inconsistent use of tabs" in low:
+        # The line's first token fixed its indentation: nothing after it can repair that.
+        return False
     if "unterminated" in low and "string" in low and depth < 8:
         replaced = _open_string_replaced(text, pos)
         if replaced is not None:
@@ -326,8 +334,8 @@ def _viable(prefix: str) -> bool:
 
     As it stands, or after its last lexical token grows: a word into a keyword
     (`[x f` -> `[x for`; CPython blames `x` there: "Perhaps you forgot a comma?"),
-    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix (`'a' r` -> `'a' r''`), an operator into a longer one
-    (`if x =` -> `if x ==`).
+    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix
+    (`'a' r` -> `'a' r''`), an operator into a longer one (`if x =` -> `if x ==`).
     """
     if _viable_plain(prefix):
         return True
