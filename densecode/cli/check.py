@@ -16,6 +16,9 @@ def configure(parser) -> None:
     parser.add_argument("--split", action="append", choices=("train", "validation", "test"), default=None,
                         help="split to check (repeatable; default: train, validation and test)")
     parser.add_argument("--seed", type=int, default=0, help="seed the tasks are drawn with (default 0)")
+    parser.add_argument("--write-tasks", default=None, metavar="FILE",
+                        help="also write the drawn tasks (with their prompts) as JSONL: `densecode generate --prompts "
+                             "FILE` carries each task into its output, so `densecode explain --config` scores it there")
     add_config_arguments(parser)
 
 
@@ -29,6 +32,14 @@ def run(args) -> int:
         raise DensecodeError(f"--tasks must be >= 1 (got {args.tasks})")
     cfg = load_config(args.config, args.overrides)
     report = check_domain(cfg, n=args.tasks, seed=args.seed, splits=tuple(args.split or SPLITS))
+    if args.write_tasks:
+        import json
+        from pathlib import Path
+
+        out = Path(args.write_tasks)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(t, ensure_ascii=False, default=str) + "\n" for t in report.tasks))
+        print(f"  wrote {len(report.tasks)} tasks to {out}")
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none run"
     print(f"densecode check: domain {report.domain!r} ({args.config}): {report.n_tasks} tasks; reference runs: {outcomes}")
     for note in report.notes:

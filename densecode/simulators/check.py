@@ -32,6 +32,7 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)  # what was checked, warnings that are not failures
     outcomes: dict[str, int] = field(default_factory=dict)  # reference outcomes over every checked task
     n_tasks: int = 0
+    tasks: list[dict] = field(default_factory=list)  # the tasks checked (with their prompts)
 
     @property
     def ok(self) -> bool:
@@ -196,7 +197,7 @@ def check_domain(cfg: Any, n: int = 20, seed: int = 0, splits: tuple[str, ...] =
     domain.prepare()
     report = CheckReport(domain=domain.name)
     tasks = _draw_tasks(domain, splits, n, seed, report)
-    report.n_tasks = len(tasks)
+    report.n_tasks, report.tasks = len(tasks), tasks
     backend = domain.simulator()
     recorder = None
     if isinstance(backend, GymProgramBackend):
