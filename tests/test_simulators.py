@@ -121,8 +121,7 @@ def test_one_feedback_for_every_simulator():
     assert fb.score == pytest.approx((1.0 + 0.2 + 0.5 * 0.8 * 0.5) / 5)
     assert fb.line_penalties == [(3, pytest.approx(-0.4), "robot error in go_to: m")]  # 2 of 5 runs failed on line 3
     assert {k: v for k, v in fb.info.items() if k != "sim_s"} == {
-        "runs": 5, "clean_runs": 2, "successes": 1, "robot_errors": 1, "python_errors": 1, "timeouts": 1,
-        "simulator_errors": 0}
+        "runs": 5, "clean_runs": 2, "successes": 1, "robot_errors": 1, "python_errors": 1, "timeouts": 1}
     parse = [RunResult("parse_error", error={"kind": "parse", "type": "SyntaxError", "message": "bad", "line": 2})] * 3
     fb = feedback(parse, error_penalty=-0.25)
     assert fb.score == 0.0 and fb.line_penalties == [(2, -0.25, "SyntaxError: bad")]  # once, not per run

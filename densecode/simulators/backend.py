@@ -70,10 +70,10 @@ def feedback(runs: list[RunResult], clean_credit: float = 0.25, check_credit: fl
         "python_errors": sum(r.outcome in ("python_error", "parse_error") for r in runs),
         "timeouts": sum(r.outcome == "timeout" for r in runs),
         "sim_s": sum(r.sim_s for r in runs),
-        "simulator_errors": bugs,
     }
-    if bugs and not runs:
-        info["unjudged"] = True
+    if bugs:  # only when there were any: RoboSim's feedback stays exactly as recorded before plug-ins
+        info["simulator_errors"] = bugs
+        info["unjudged"] = not runs
     return SimFeedback(
         score=sum(run_score(r, clean_credit, check_credit) for r in runs) / n,
         line_penalties=[(line, value, why) for (line, why), value in sorted(penalties.items())],
