@@ -374,9 +374,24 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
     layers: list[tuple[dict, str]] = []
     base = data.pop("base", None)
     if base is not None:
-        layers += _read_yaml((path.parent / str(base)), seen + (path.resolve(),))
+        layers += _read_yaml(_resolve_base(path, base), seen + (path.resolve(),))
     layers.append((data, str(path)))
     return layers
+
+
+def _resolve_base(path: Path, base: Any) -> Path:
+    """`base: NAME` of the config at `path`: beside the file first, else one of densecode's shipped configs."""
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: 'base' must be a file name, e.g. base: robotics.yaml; got {base!r}")
+    beside = path.parent / base
+    if beside.is_file():
+        return beside
+    if not Path(base).is_absolute():  # never the working directory: a config means the same from anywhere
+        for shipped in (CONFIG_DIR / base, CONFIG_DIR / f"{base}.yaml"):
+            if shipped.is_file():
+                return shipped
+    raise ConfigError(f"{path}: base {base!r} not found: looked for {beside.resolve()} (beside the file) and "
+                      f"{CONFIG_DIR / base} (densecode's configs: {', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))})")
 
 
 def resolve_config_path(name: str | Path) -> Path:

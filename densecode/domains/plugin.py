@@ -63,12 +63,23 @@ class PluginDomain(Domain):
         return task.get("reference")
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
+        from densecode.simulators.backend import reason
+        from densecode.simulators.runner import SEVERITY
+
         programs = [t["prompt"] + r for t, r in zip(tasks, responses)]
-        outcomes = self._source.backend.outcomes(programs, tasks)
-        return [{"task_id": t.get("task_id"), "outcome": o, "score": float(o == "success")}
-                for t, o in zip(tasks, outcomes)]
+        records = []
+        for t, runs in zip(tasks, self._source.backend.run(programs, tasks)):
+            worst = min(runs, key=lambda r: SEVERITY[r.outcome])
+            error = None
+            if worst.error:
+                line = f"line {worst.error['line']}: " if worst.error.get("line") else ""
+                error = line + reason(worst.error)
+            records.append({"task_id": t.get("task_id"), "outcome": worst.outcome,
+                            "score": float(worst.outcome == "success"), "error": error})
+        return records
 
     def metrics(self, records: list[dict]) -> dict[str, float]:
+        # Cumulative rates as RoboSim's; a simulator_error (the env's bug) counts against none of the program's.
         n = max(len(records), 1)
         count = lambda *names: sum(r["outcome"] in names for r in records) / n
         return {
@@ -77,4 +88,5 @@ class PluginDomain(Domain):
             "no_python_error": 1.0 - count("parse_error", "python_error"),
             "no_robot_error": 1.0 - count("parse_error", "python_error", "robot_error"),
             "success": count("success"),
+            "simulator_error": count("simulator_error"),
         }
