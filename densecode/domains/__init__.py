@@ -43,6 +43,10 @@ def build_reward_fn(cfg: Any, domain: Domain, *, components: dict | None = None,
     """The reward assembler for this config and domain (every per-token term, the missing-EOS penalty included)."""
     from densecode.rewards import build_assembler
 
+    own = getattr(domain, "build_reward_fn", None)
+    if own is not None:
+        # A domain that composes other domains (multi) builds its own reward function (same call contract).
+        return own(cfg, components=components, sandbox=sandbox)
     weights = reward_weights(cfg, domain)
     simulator = domain.simulator() if weights.get("sim", 0.0) > 0 else None
     return build_assembler(cfg.reward, domain, simulator=simulator, sandbox=sandbox, components=components)

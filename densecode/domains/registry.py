@@ -29,6 +29,7 @@ BUILTIN: dict[str, str] = {
     "codeio": "densecode.domains.codeio:CodeioDomain",
     "testgen": "densecode.domains.testgen:TestgenDomain",
     "commitmsg": "densecode.domains.commitmsg:CommitmsgDomain",
+    "multi": "densecode.domains.multi:MultiDomain",
 }
 PLUGIN_DOMAIN = "densecode.domains.plugin:PluginDomain"
 

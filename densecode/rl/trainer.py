@@ -39,6 +39,13 @@ GRPO: densecode.rl.grpo). A plain object with:
                                                 controller reading diversity); returns extra stats
     optional allows_reward_kl: bool             False → a KL weight in the reward is an error (GRPO: β = 0)
 
+TASK SOURCE HOOKS (optional, generic; a multi-task scheduler uses them):
+    on_step_end(view: StepView, batch, stats) -> dict   after the update and the algorithm's hook;
+                                                view.policy_gradient(rows) gives the flat gradient of the
+                                                plain policy-gradient loss on those batch rows
+    state_dict() -> dict / load_state_dict(dict)   JSON-able task-source state, checkpointed
+    write_report(run_dir)                       extra end-of-run pictures next to learning_curves.png
+
 The reward function is any callable `reward_fn(samples) -> RewardBatch` (densecode.rewards
 assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with an optional
 `set_weight("kl", β)` used by the KL controller.
@@ -125,6 +132,17 @@ def _seed_for(*parts: int) -> int:
     for p in parts:
         h = (h * 1_000_003 + int(p) + 0x7F4A7C15) & 0x7FFFFFFF
     return h
+
+
+@dataclass
+class StepView:
+    """What a task source's `on_step_end` sees of the trainer: the step and a gradient probe (nothing to mutate)."""
+
+    step: int
+    samples_per_prompt: int
+    # rows -> flat float32 gradient over the trainable policy parameters of -mean_t(A_t * log pi(a_t)) on
+    # those rows of the step's batch (the policy gradient at the current weights; optimizer state untouched).
+    policy_gradient: Callable[[list[int]], torch.Tensor]
 
 
 @dataclass
@@ -347,6 +365,10 @@ class Trainer:
         stats.update(self._rollout_stats(batch))
         if hasattr(self.algo, "on_step_end"):
             stats.update(self.algo.on_step_end(batch, stats) or {})
+        if hasattr(self.task_source, "on_step_end"):
+            view = StepView(step, int(self.algo.samples_per_prompt),
+                            lambda rows: self.policy_gradient(batch, rows))
+            stats.update(self.task_source.on_step_end(view, batch, stats) or {})
         # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step,
         # measured with the estimator the reward's kl component uses (k1 here would steer a different number).
         seq_kl = reward_kl(batch.reward_outputs)
@@ -367,6 +389,19 @@ class Trainer:
         stats["perf/generate_tokens_per_s"] = float(batch.response_mask.sum()) / max(stats["time/generate_s"], 1e-9)
         self._last_batch = batch
         return self._reduce(stats)
+
+    def policy_gradient(self, batch: RolloutBatch, rows: list[int]) -> torch.Tensor:
+        """Flat gradient of -mean_t(A_t * log pi(a_t)) on `rows` of `batch` over the trainable policy parameters
+        (autograd.grad: the optimizer's .grad buffers are untouched). At ratio 1 this is PPO's and GRPO's
+        surrogate gradient without clipping, so it is algorithm-independent."""
+        mb = batch.select(torch.as_tensor(list(rows), dtype=torch.long))
+        out = self.unwrapped(mb.input_ids, mb.attention_mask, mb.position_ids, mb.response_ids,
+                             temperature=batch.temperature, with_values=False)
+        loss = -masked_mean(out.logprobs * mb.advantages.to(out.logprobs.dtype), mb.response_mask)
+        params = list(self._policy_params)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        return torch.cat([(g if g is not None else torch.zeros_like(p)).detach().reshape(-1).float()
+                          for g, p in zip(grads, params)])
 
     def _rollout_stats(self, batch: RolloutBatch) -> dict[str, float]:
         mask = batch.response_mask
@@ -529,6 +564,7 @@ class Trainer:
             "kl_controller": self.kl_ctl.state_dict(),
             "algo": self.algo.state_dict(),
             "algo_name": self.algo.name,
+            "task_source": self.task_source.state_dict() if hasattr(self.task_source, "state_dict") else None,
             "lora": is_peft_model(pv.policy),
             "config_fingerprint": config_fingerprint(self.cfg),
         }
@@ -605,6 +641,8 @@ class Trainer:
             except DensecodeError:
                 pass
         self.algo.load_state_dict(meta.get("algo") or {})
+        if hasattr(self.task_source, "load_state_dict"):
+            self.task_source.load_state_dict(meta.get("task_source") or {})
         self.state.step = int(meta["step"])
         self.state.skipped_steps = int(meta.get("skipped_steps", 0))
         self.state.elapsed_s = float(meta.get("elapsed_s", 0.0))
@@ -693,6 +731,8 @@ class Trainer:
                 from densecode.rl.report import write_report
 
                 write_report(self.run_dir)
+                if hasattr(self.task_source, "write_report"):
+                    self.task_source.write_report(self.run_dir)  # a task source's own pictures (multi-task curves)
             except Exception as exc:  # noqa: BLE001 - a plotting problem must not lose a finished run
                 logger.warning("could not write the learning-curve report: %s", exc)
         return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}

@@ -1,0 +1,53 @@
+"""Typed options of the `multi` domain (the config's `tasks:` section when `domain: multi`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from densecode.domains.base import DomainOptions
+
+SCHEDULES = ("astor", "joint", "curriculum")
+
+
+@dataclass
+class AstorOptions:
+    """ASTOR's scheduler and adaptive-KL constants (docs/multitask.md gives the equations they enter)."""
+
+    # Task utility U_k = potential_weight * P_k / max_j P_j + synergy_weight * S_k.
+    potential_weight: float = 1.0
+    synergy_weight: float = 1.0
+    utility_ema: float = 0.8  # P_k is an EMA over steps of the task's rollout-reward variance (0 = last step only)
+    # Synergy probe: every N steps (0 = never: S_k stays 0), on up to probe_rows rows per task of that step's batch.
+    synergy_every: int = 5
+    probe_rows: int = 4
+    # Task quotas: q = floor + (1 - K*floor) * softmax(U / temperature); K*floor must be <= 1.
+    temperature: float = 0.5
+    floor: float = 0.1
+    task_quotas: bool = True  # false = uniform quotas (the "no task allocation" ablation)
+    # Prompt priority within a task: weight = reward variance + max(progress, 0) (+ eps);
+    # progress = EMA of the change of the prompt's mean reward between visits.
+    prompt_priority: bool = True  # false = uniform within the pool (the "no prompt priority" ablation)
+    progress_ema: float = 0.5
+    unseen_prior: float = 1.0  # utility of a never-sampled prompt: max(unseen_prior, best seen utility in the pool)
+    pool_size: int = 64  # prompts per task in the pool
+    pool_refresh: int = 4  # pool prompts replaced by fresh generator draws each step (the most-visited first)
+    # Adaptive KL: beta_k = beta_base,k * max(0, 1 + kl_lambda * U_k); false = beta_base,k (the ablation).
+    adaptive_kl: bool = True
+    kl_lambda: float = 0.5
+
+
+@dataclass
+class MultiOptions(DomainOptions):
+    tasks: list[str] = field(default_factory=lambda: ["robotics"])  # registered domain names, one per task
+    schedule: str = "astor"  # astor | joint (uniform mix) | curriculum (tasks in order, equal steps)
+    # Per-task `tasks:` options: task name -> that domain's options mapping (e.g. {code: {path: x.jsonl}}).
+    options: dict[str, dict] = field(default_factory=dict)
+    # Per-task reward weights over the domain's recipe and the global reward.weights (task -> {component: w}).
+    reward_weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Scale of each task's whole reward (task -> factor; default 1).
+    task_weights: dict[str, float] = field(default_factory=dict)
+    # beta_base,k: the KL weight of task k (default: the task's resolved reward weight `kl`).
+    kl_beta: dict[str, float] = field(default_factory=dict)
+    # Curriculum: steps per task (0 = train.steps / number of tasks, read when the reward is built).
+    curriculum_steps: int = 0
+    astor: AstorOptions = field(default_factory=AstorOptions)
