@@ -166,9 +166,10 @@ class MultiDomain(Domain):
         """S_k = cos(g_k, mean of the other tasks' g_j) over the trainable policy parameters, g on up to
         astor.probe_rows rows of each task in this step's batch. Tasks absent from the batch keep their value."""
         m = max(1, self.scheduler.opts.probe_rows)
-        grads = {t: view.policy_gradient(r[:m]) for t, r in rows.items() if r}
-        if len(grads) < 2:
-            return {t: 0.0 for t in grads}
+        present = {t: r for t, r in rows.items() if r}
+        if len(present) < 2:
+            return {t: 0.0 for t in present}  # no other task to compare with: no gradient needed
+        grads = {t: view.policy_gradient(r[:m]) for t, r in present.items()}
         out = {}
         for t, g in grads.items():
             others = torch.stack([h for u, h in grads.items() if u != t]).mean(0)

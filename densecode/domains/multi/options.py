@@ -14,26 +14,26 @@ class AstorOptions:
     """ASTOR's scheduler and adaptive-KL constants (docs/multitask.md gives the equations they enter)."""
 
     # Task utility U_k = potential_weight * P_k / max_j P_j + synergy_weight * S_k.
-    potential_weight: float = 1.0
-    synergy_weight: float = 1.0
+    potential_weight: float = 1.0  # w_p: weight of the normalised learning potential in U_k
+    synergy_weight: float = 1.0  # w_s: weight of the synergy S_k in U_k
     utility_ema: float = 0.8  # P_k is an EMA over steps of the task's rollout-reward variance (0 = last step only)
     # Synergy probe: every N steps (0 = never: S_k stays 0), on up to probe_rows rows per task of that step's batch.
     synergy_every: int = 5
-    probe_rows: int = 4
+    probe_rows: int = 4  # rows of each task's batch the gradient probe uses
     # Task quotas: q = floor + (1 - K*floor) * softmax(U / temperature); K*floor must be <= 1.
-    temperature: float = 0.5
-    floor: float = 0.1
+    temperature: float = 0.5  # tau of the softmax over task utilities (lower = sharper quotas)
+    floor: float = 0.1  # each task's minimum share of the batch (K * floor <= 1)
     task_quotas: bool = True  # false = uniform quotas (the "no task allocation" ablation)
     # Prompt priority within a task: weight = reward variance + max(progress, 0) (+ eps);
     # progress = EMA of the change of the prompt's mean reward between visits.
     prompt_priority: bool = True  # false = uniform within the pool (the "no prompt priority" ablation)
-    progress_ema: float = 0.5
+    progress_ema: float = 0.5  # EMA factor of a prompt's progress (change of its mean reward)
     unseen_prior: float = 1.0  # utility of a never-sampled prompt: max(unseen_prior, best seen utility in the pool)
     pool_size: int = 64  # prompts per task in the pool
     pool_refresh: int = 4  # pool prompts replaced by fresh generator draws each step (the most-visited first)
     # Adaptive KL: beta_k = beta_base,k * max(0, 1 + kl_lambda * U_k); false = beta_base,k (the ablation).
     adaptive_kl: bool = True
-    kl_lambda: float = 0.5
+    kl_lambda: float = 0.5  # lambda in beta_k = beta_base,k * (1 + lambda * U_k)
 
 
 @dataclass
