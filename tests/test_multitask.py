@@ -250,3 +250,34 @@ def test_robotics_and_code_train_together_from_the_shipped_config(tiny_model_dir
     assert "reward/code/sequence_mean" in train[0] and "reward/robotics/sim/sim_score" in train[0]
     assert "eval/robotics/success_rate" in evals[-1] and "eval/code/pass_rate" in evals[-1]
     assert (run / "multitask_curves.png").is_file() and "| robotics" in (run / "multitask.md").read_text()
+
+
+def test_merging_averages_the_specialists_task_vectors(tiny_model_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from densecode.domains.multi.merge import main as merge_main
+    from densecode.domains.multi.merge import merge_task_vectors
+
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    specialists = []
+    for k in range(2):
+        m = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+        with torch.no_grad():
+            for i, p in enumerate(m.parameters()):
+                p.add_(0.01 * (k + 1) * (i % 3 - 1))
+        m.save_pretrained(tmp_path / f"spec{k}")
+        specialists.append(m)
+    out = tmp_path / "merged"
+    assert merge_main([str(tmp_path / "spec0"), str(tmp_path / "spec1"), "--base", str(tiny_model_dir),
+                       "--out", str(out)]) == 0
+    merged = AutoModelForCausalLM.from_pretrained(str(out))
+    for (name, b), s0, s1, mg in zip(base.named_parameters(), specialists[0].parameters(),
+                                     specialists[1].parameters(), merged.parameters()):
+        assert torch.allclose(mg, b + 0.5 * ((s0 - b) + (s1 - b)), atol=1e-6), name
+    # weights and scale: base + 2 * (1 * delta_0) = base + 2 * delta_0
+    m2 = merge_task_vectors(tiny_model_dir, [tmp_path / "spec0"], weights=[1.0], scale=2.0)
+    p_base, p0, p2 = next(base.parameters()), next(specialists[0].parameters()), next(m2.parameters())
+    assert torch.allclose(p2, p_base + 2 * (p0 - p_base), atol=1e-6)
+    with pytest.raises(DensecodeError, match="weights"):
+        merge_task_vectors(tiny_model_dir, [tmp_path / "spec0"], weights=[0.5, 0.5])
