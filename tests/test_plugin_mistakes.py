@@ -157,9 +157,13 @@ def test_simulator_bug_is_counted_logged_once_and_not_charged(tmp_path, caplog):
 
 def test_generator_returning_strings(tmp_path, capsys):
     code = '\n_gen = generate_tasks\n\n\ndef generate_tasks(split, n, seed):\n    return [t["instruction"] for t in _gen(split, n, seed)]\n'
-    rc, lines = check(plugin(tmp_path, "strings", env_code=code), capsys)
+    path = plugin(tmp_path, "strings", env_code=code)
+    rc, lines = check(path, capsys)
     assert rc == 2 and len(lines) == 1, lines
     assert "tasks.source 'elev_strings:generate_tasks': task 0 is a str" in lines[0] and "not a task dict" in lines[0]
+    # training stops on it before loading the model (the domain's prepare() draws from both splits)
+    assert main(["train", "--config", str(path), "--steps", "1", "--output-dir", str(tmp_path / "run")]) == 2
+    assert "task 0 is a str" in capsys.readouterr().err
 
 
 def test_generator_with_the_wrong_signature(tmp_path, capsys):
