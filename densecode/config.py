@@ -169,6 +169,9 @@ class AlgoConfig:
     num_minibatches: int = 1
     grad_accum_steps: int = 1
     max_grad_norm: float = 1.0
+    # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
+    # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
+    score_pass: bool = False
     ppo: PPOConfig = field(default_factory=PPOConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
 
