@@ -7,7 +7,6 @@ is not on the import path: the module and the `base:` resolve from the config's 
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 
 from densecode.cli import main
@@ -169,7 +168,7 @@ def test_generator_returning_strings(tmp_path, capsys):
 def test_generator_with_the_wrong_signature(tmp_path, capsys):
     code = '\n_gen = generate_tasks\n\n\ndef generate_tasks(split, n):\n    return _gen(split, n, 0)\n'
     rc, lines = check(plugin(tmp_path, "signature", env_code=code), capsys)
-    assert rc == 2 and "failed when called as f(split='test', n=3, seed=0): TypeError" in lines[0]
+    assert rc == 2 and "failed when called as f(split='train', n=2, seed=0): TypeError" in lines[0]
 
 
 def test_reset_options_of_the_wrong_type(tmp_path, capsys):
@@ -177,7 +176,7 @@ def test_reset_options_of_the_wrong_type(tmp_path, capsys):
             '    for t in tasks:\n        t["reset_options"] = list(t["reset_options"].items())\n    return tasks\n')
     rc, lines = check(plugin(tmp_path, "options", env_code=code), capsys)
     assert rc == 2 and len(lines) == 1
-    assert "task 'elevator-test-0-0000': 'reset_options' must be a mapping" in lines[0]
+    assert "task 'elevator-train-0-0000': 'reset_options' must be a mapping" in lines[0]
 
 
 def test_base_is_found_among_densecodes_configs_and_a_wrong_one_says_where_it_looked(tmp_path, capsys):

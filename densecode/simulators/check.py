@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from densecode.errors import DensecodeError
-from densecode.simulators.binding import MISSING, describe_missing, extract, unused_params
+from densecode.simulators.binding import (
+    MISSING,
+    describe_missing,
+    extract,
+    unused_params,
+)
 from densecode.simulators.gym_plugin import GymProgramBackend
 
 SPLITS = ("train", "validation", "test")
@@ -194,8 +199,12 @@ def check_domain(cfg: Any, n: int = 20, seed: int = 0, splits: tuple[str, ...] =
     from densecode.domains import build_domain
 
     domain = build_domain(cfg)
-    domain.prepare()
     report = CheckReport(domain=domain.name)
+    try:
+        domain.prepare()  # draws a few tasks: a bad task source is one problem, not one per split
+    except DensecodeError as exc:
+        report.problems.append(str(exc))
+        return report
     tasks = _draw_tasks(domain, splits, n, seed, report)
     report.n_tasks, report.tasks = len(tasks), tasks
     backend = domain.simulator()

@@ -31,15 +31,28 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 
 from densecode.errors import DensecodeError
 from densecode.simulators.backend import ProgramBackend
-from densecode.simulators.binding import MISSING, ApiBinding, CallError, describe_missing, extract
-from densecode.simulators.runner import SEVERITY, RunResult, SimJob, Verdict, parse_error
+from densecode.simulators.binding import (
+    MISSING,
+    ApiBinding,
+    CallError,
+    describe_missing,
+    extract,
+)
+from densecode.simulators.runner import (
+    SEVERITY,
+    RunResult,
+    SimJob,
+    Verdict,
+    parse_error,
+)
 
 PROGRAM_HEADER = "def task_program():\n"
 log = logging.getLogger("densecode.simulators")

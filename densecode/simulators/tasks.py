@@ -18,14 +18,14 @@ the field.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 from typing import Any
 
+from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
+
 from densecode.errors import DensecodeError
 from densecode.simulators.gym_plugin import GymProgramBackend
-from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
 
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
                "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
@@ -139,7 +139,7 @@ class PluginTasks:
                 tasks = self._generator(split, n, seed)
             except DensecodeError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the user's generator: name it and the call
+            except Exception as exc:
                 raise DensecodeError(f"{self.origin} failed when called as f(split={split!r}, n={n}, seed={seed}): "
                                      f"{type(exc).__name__}: {exc} (a generator is f(split, n, seed) -> list of "
                                      "task dicts)") from exc
