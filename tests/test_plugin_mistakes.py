@@ -88,6 +88,25 @@ def test_misspelt_error_path(tmp_path, capsys):
     assert "tasks.error 'info.eror' resolved on none of" in lines[0] and "did you mean info.error?" in lines[0]
 
 
+def test_misspelt_error_path_is_warned_about_in_training_too(tmp_path, caplog):
+    """Without `densecode check`: the backend warns once when the error path resolved on none of 50+ steps."""
+    from densecode.config import load_config
+    from densecode.domains import build_domain
+
+    def edit(cfg):
+        cfg["tasks"]["error"] = "info.eror"
+
+    domain = build_domain(load_config(plugin(tmp_path, "errwarn", edit)))
+    backend = domain.simulator()
+    tasks = domain.tasks("train", 12, 0)
+    with caplog.at_level("WARNING", logger="densecode.simulators"):
+        for _ in range(2):  # two batches: warned once
+            backend.evaluate([t["reference"] for t in tasks], tasks)
+    warned = [r.getMessage() for r in caplog.records if "resolved on none of" in r.getMessage()]
+    assert backend.steps_seen >= 50 and len(warned) == 1, (backend.steps_seen, warned)
+    assert "tasks.error 'info.eror'" in warned[0] and "did you mean info.error?" in warned[0]
+
+
 STEP_RAISES = '''
 _Base = ElevatorEnv
 

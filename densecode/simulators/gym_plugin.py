@@ -232,8 +232,25 @@ class GymProgramBackend(ProgramBackend):
         self.runs = runs
         self.observe: Callable[[str, dict], None] | None = None  # sees every step (densecode check)
         self.simulator_errors = 0  # runs that ended in a simulator bug, since this backend was made
+        # Does tasks.error ever resolve on a real step? A misspelt path would turn every robot error into a clean
+        # run: warned about once, also when nobody ran `densecode check`.
+        self.steps_seen = 0
+        self.error_path_seen = 0
+        self._warned_error_path = False
         self._logged: set = set()
         self._lock = threading.Lock()
+
+    def _observe(self, name: str, step: dict) -> None:
+        self.steps_seen += 1
+        if self.binding.error and extract(self.binding.error, step, missing=MISSING) is not MISSING:
+            self.error_path_seen += 1
+        elif self.binding.error and not self._error_example:
+            self._error_example = describe_missing(self.binding.error, step)
+        if self.observe is not None:
+            self.observe(name, step)
+
+    _error_example = ""
+    ERROR_PATH_WARN_STEPS = 50
 
     def run(self, programs: list[str], tasks: list[dict]) -> list[list[RunResult]]:
         out = super().run(programs, tasks)
@@ -241,6 +258,12 @@ class GymProgramBackend(ProgramBackend):
             for r in runs:
                 if r.outcome == "simulator_error":
                     self._report(task, r.error or {})
+        if (self.binding.error and not self.error_path_seen and self.steps_seen >= self.ERROR_PATH_WARN_STEPS
+                and not self._warned_error_path):
+            self._warned_error_path = True
+            log.warning("tasks.error %r resolved on none of %d real steps (%s): failed calls are not being detected "
+                        "as robot errors; run `densecode check --config ...`", self.binding.error, self.steps_seen,
+                        self._error_example)
         return out
 
     def _report(self, task: dict, error: dict) -> None:
@@ -279,7 +302,7 @@ class GymProgramBackend(ProgramBackend):
         base = int(task.get("seed", 0))
         return [SimJob(program, self.binding.names, expects_timeout=bool(task.get("timeout")),
                        handler_factory=lambda seed=base + k: GymApiHandler(self.env_factory, self.binding, task, seed,
-                                                                           observe=self.observe))
+                                                                           observe=self._observe))
                 for k in range(self.runs)]
 
     def outcomes(self, programs: list[str], tasks: list[dict]) -> list[str]:
