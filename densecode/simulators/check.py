@@ -82,9 +82,10 @@ def _draw_tasks(domain: Any, splits: tuple[str, ...], n: int, seed: int, report:
         seen_here = set()
         for t in drawn:
             tid = str(t.get("task_id"))
-            if tid in seen_here:  # a JSONL split smaller than n is drawn with repeats: check each task once
+            key = tid if t.get("task_id") is not None else id(t)  # JSONL rows are drawn as the same objects
+            if key in seen_here:  # a JSONL split smaller than n is drawn with repeats: check each task once
                 continue
-            seen_here.add(tid)
+            seen_here.add(key)
             if t.get("task_id") is not None and tid in where_id and where_id[tid] != split:
                 report.problems.append(f"tasks: task id {tid!r} is in both {where_id[tid]!r} and {split!r} "
                                        "(splits must be disjoint; task ids unique)")

@@ -237,6 +237,7 @@ class GymProgramBackend(ProgramBackend):
         self.steps_seen = 0
         self.error_path_seen = 0
         self._warned_error_path = False
+        self._error_example = ""  # why the error path did not resolve on a step
         self._logged: set = set()
         self._lock = threading.Lock()
 
@@ -249,7 +250,6 @@ class GymProgramBackend(ProgramBackend):
         if self.observe is not None:
             self.observe(name, step)
 
-    _error_example = ""
     ERROR_PATH_WARN_STEPS = 50
 
     def run(self, programs: list[str], tasks: list[dict]) -> list[list[RunResult]]:
