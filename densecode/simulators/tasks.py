@@ -18,7 +18,6 @@ the field.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -118,19 +117,11 @@ class PluginTasks:
 
     @staticmethod
     def _read(path: Path) -> list[dict]:
-        if not path.is_file():
-            raise DensecodeError(f"tasks file not found: {path} (tasks.path must be a JSONL of task objects)")
-        rows = []
-        for i, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DensecodeError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
-                check_task(row, i, f"{path}:{i}")
-                rows.append(row)
-        if not rows:
-            raise DensecodeError(f"{path}: no tasks in the file")
+        from densecode.jsonl import numbered, read_jsonl
+
+        rows = read_jsonl(path, what="tasks", hint="tasks.path must be a JSONL of task objects")
+        for i, (where, row) in enumerate(numbered(path, rows), 1):
+            check_task(row, i, where)
         return rows
 
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
