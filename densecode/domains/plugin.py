@@ -53,6 +53,12 @@ class PluginDomain(Domain):
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
         return self._source.tasks(split, n, seed)
 
+    def prepare(self) -> None:
+        # Draw from both splits training uses, so that a generator returning the wrong thing fails before the
+        # model loads (each task is checked as it is drawn).
+        self.tasks("train", 2, int(self.options.train_seed))
+        self.tasks(self.options.eval_split, 2, int(self.options.eval_seed))
+
     def simulator(self) -> Any:
         return self._source.backend
 
