@@ -98,3 +98,9 @@ def test_metrics_count_simulator_errors():
     m = PluginDomain.metrics(None, records)
     assert m["success"] == 0.5 and m["simulator_error"] == 0.25 and m["no_robot_error"] == 0.75
     assert np.isclose(m["parses"], 1.0)
+
+
+def test_check_runs_a_builtin_domains_references_too(capsys):
+    assert main(["check", "--config", "robotics", "--tasks", "3", "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "domain 'robotics'" in out and "reference runs: success 3" in out

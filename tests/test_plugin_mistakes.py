@@ -7,7 +7,6 @@ is not on the import path: the module and the `base:` resolve from the config's 
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 
 from densecode.cli import main
@@ -89,6 +88,25 @@ def test_misspelt_error_path(tmp_path, capsys):
     assert "tasks.error 'info.eror' resolved on none of" in lines[0] and "did you mean info.error?" in lines[0]
 
 
+def test_misspelt_error_path_is_warned_about_in_training_too(tmp_path, caplog):
+    """Without `densecode check`: the backend warns once when the error path resolved on none of 50+ steps."""
+    from densecode.config import load_config
+    from densecode.domains import build_domain
+
+    def edit(cfg):
+        cfg["tasks"]["error"] = "info.eror"
+
+    domain = build_domain(load_config(plugin(tmp_path, "errwarn", edit)))
+    backend = domain.simulator()
+    tasks = domain.tasks("train", 12, 0)
+    with caplog.at_level("WARNING", logger="densecode.simulators"):
+        for _ in range(2):  # two batches: warned once
+            backend.evaluate([t["reference"] for t in tasks], tasks)
+    warned = [r.getMessage() for r in caplog.records if "resolved on none of" in r.getMessage()]
+    assert backend.steps_seen >= 50 and len(warned) == 1, (backend.steps_seen, warned)
+    assert "tasks.error 'info.eror'" in warned[0] and "did you mean info.error?" in warned[0]
+
+
 STEP_RAISES = '''
 _Base = ElevatorEnv
 
@@ -157,15 +175,19 @@ def test_simulator_bug_is_counted_logged_once_and_not_charged(tmp_path, caplog):
 
 def test_generator_returning_strings(tmp_path, capsys):
     code = '\n_gen = generate_tasks\n\n\ndef generate_tasks(split, n, seed):\n    return [t["instruction"] for t in _gen(split, n, seed)]\n'
-    rc, lines = check(plugin(tmp_path, "strings", env_code=code), capsys)
+    path = plugin(tmp_path, "strings", env_code=code)
+    rc, lines = check(path, capsys)
     assert rc == 2 and len(lines) == 1, lines
     assert "tasks.source 'elev_strings:generate_tasks': task 0 is a str" in lines[0] and "not a task dict" in lines[0]
+    # training stops on it before loading the model (the domain's prepare() draws from both splits)
+    assert main(["train", "--config", str(path), "--steps", "1", "--output-dir", str(tmp_path / "run")]) == 2
+    assert "task 0 is a str" in capsys.readouterr().err
 
 
 def test_generator_with_the_wrong_signature(tmp_path, capsys):
     code = '\n_gen = generate_tasks\n\n\ndef generate_tasks(split, n):\n    return _gen(split, n, 0)\n'
     rc, lines = check(plugin(tmp_path, "signature", env_code=code), capsys)
-    assert rc == 2 and "failed when called as f(split='test', n=3, seed=0): TypeError" in lines[0]
+    assert rc == 2 and "failed when called as f(split='train', n=2, seed=0): TypeError" in lines[0]
 
 
 def test_reset_options_of_the_wrong_type(tmp_path, capsys):
@@ -173,7 +195,7 @@ def test_reset_options_of_the_wrong_type(tmp_path, capsys):
             '    for t in tasks:\n        t["reset_options"] = list(t["reset_options"].items())\n    return tasks\n')
     rc, lines = check(plugin(tmp_path, "options", env_code=code), capsys)
     assert rc == 2 and len(lines) == 1
-    assert "task 'elevator-test-0-0000': 'reset_options' must be a mapping" in lines[0]
+    assert "task 'elevator-train-0-0000': 'reset_options' must be a mapping" in lines[0]
 
 
 def test_base_is_found_among_densecodes_configs_and_a_wrong_one_says_where_it_looked(tmp_path, capsys):

@@ -72,10 +72,12 @@ def read_prompt_tasks(path: str | Path) -> list[dict | None]:
     """Per prompt of a JSONL prompts file, the task it came from: the row's `task` mapping, else its other fields
     (a file of task dicts, e.g. from `densecode check --write-tasks`); None for plain-text prompts. Carried into
     the output so that `densecode explain --config` scores each completion on its own task (a simulator's world)."""
+    from densecode.jsonl import read_jsonl
+
     try:
-        rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    except json.JSONDecodeError:
-        return []
+        rows = read_jsonl(path, what="prompts", strings=True)
+    except DensecodeError:
+        return []  # a plain-text prompts file: no tasks
     out = []
     for row in rows:
         if not isinstance(row, dict):

@@ -19,7 +19,7 @@ from densecode.domains.robotics import STOP
 class PluginOptions(DomainOptions):
     # The env: a registered gymnasium id or "package.module:EnvClass", and its constructor kwargs.
     simulator: str = ""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the env's constructor
     # Program function -> {action: template with "$param" placeholders, params: [...], result: "info.key"}.
     api: dict[str, dict] = field(default_factory=dict)
     error: str | None = None  # a step-output path whose truthy value means the call failed (a robot error)
@@ -27,11 +27,11 @@ class PluginOptions(DomainOptions):
     end_action: Any = None  # sent after the program returns when score is end_reward
     # Tasks: a generator "package.module:function" f(split, n, seed) -> list[dict], or a JSONL file.
     source: str | None = None
-    path: str | None = None
-    eval_fraction: float = 0.2
+    path: str | None = None  # a JSONL of task dicts (relative to the config's folder) instead of `source`
+    eval_fraction: float = 0.2  # with `path`: the share of rows (from the end) held out for eval
     runs: int = 1  # runs per program (seeds task seed + k)
-    timeout_s: float = 1.0
-    max_calls: int = 1000
+    timeout_s: float = 1.0  # wall seconds per run of a program
+    max_calls: int = 1000  # API calls per run before it is stopped as a timeout
     clean_credit: float = 0.25  # score of a clean run that does not finish the task
 
 
@@ -52,6 +52,12 @@ class PluginDomain(Domain):
 
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
         return self._source.tasks(split, n, seed)
+
+    def prepare(self) -> None:
+        # Draw from both splits training uses, so that a generator returning the wrong thing fails before the
+        # model loads (each task is checked as it is drawn).
+        self.tasks("train", 2, int(self.options.train_seed))
+        self.tasks(self.options.eval_split, 2, int(self.options.eval_seed))
 
     def simulator(self) -> Any:
         return self._source.backend

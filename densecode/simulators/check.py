@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from densecode.errors import DensecodeError
-from densecode.simulators.binding import MISSING, describe_missing, extract, unused_params
+from densecode.simulators.binding import (
+    MISSING,
+    describe_missing,
+    extract,
+    unused_params,
+)
 from densecode.simulators.gym_plugin import GymProgramBackend
 
 SPLITS = ("train", "validation", "test")
@@ -77,9 +82,10 @@ def _draw_tasks(domain: Any, splits: tuple[str, ...], n: int, seed: int, report:
         seen_here = set()
         for t in drawn:
             tid = str(t.get("task_id"))
-            if tid in seen_here:  # a JSONL split smaller than n is drawn with repeats: check each task once
+            key = tid if t.get("task_id") is not None else id(t)  # JSONL rows are drawn as the same objects
+            if key in seen_here:  # a JSONL split smaller than n is drawn with repeats: check each task once
                 continue
-            seen_here.add(tid)
+            seen_here.add(key)
             if t.get("task_id") is not None and tid in where_id and where_id[tid] != split:
                 report.problems.append(f"tasks: task id {tid!r} is in both {where_id[tid]!r} and {split!r} "
                                        "(splits must be disjoint; task ids unique)")
@@ -194,8 +200,12 @@ def check_domain(cfg: Any, n: int = 20, seed: int = 0, splits: tuple[str, ...] =
     from densecode.domains import build_domain
 
     domain = build_domain(cfg)
-    domain.prepare()
     report = CheckReport(domain=domain.name)
+    try:
+        domain.prepare()  # draws a few tasks: a bad task source is one problem, not one per split
+    except DensecodeError as exc:
+        report.problems.append(str(exc))
+        return report
     tasks = _draw_tasks(domain, splits, n, seed, report)
     report.n_tasks, report.tasks = len(tasks), tasks
     backend = domain.simulator()

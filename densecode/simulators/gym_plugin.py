@@ -31,15 +31,28 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 
 from densecode.errors import DensecodeError
 from densecode.simulators.backend import ProgramBackend
-from densecode.simulators.binding import MISSING, ApiBinding, CallError, describe_missing, extract
-from densecode.simulators.runner import SEVERITY, RunResult, SimJob, Verdict, parse_error
+from densecode.simulators.binding import (
+    MISSING,
+    ApiBinding,
+    CallError,
+    describe_missing,
+    extract,
+)
+from densecode.simulators.runner import (
+    SEVERITY,
+    RunResult,
+    SimJob,
+    Verdict,
+    parse_error,
+)
 
 PROGRAM_HEADER = "def task_program():\n"
 log = logging.getLogger("densecode.simulators")
@@ -219,8 +232,25 @@ class GymProgramBackend(ProgramBackend):
         self.runs = runs
         self.observe: Callable[[str, dict], None] | None = None  # sees every step (densecode check)
         self.simulator_errors = 0  # runs that ended in a simulator bug, since this backend was made
+        # Does tasks.error ever resolve on a real step? A misspelt path would turn every robot error into a clean
+        # run: warned about once, also when nobody ran `densecode check`.
+        self.steps_seen = 0
+        self.error_path_seen = 0
+        self._warned_error_path = False
+        self._error_example = ""  # why the error path did not resolve on a step
         self._logged: set = set()
         self._lock = threading.Lock()
+
+    def _observe(self, name: str, step: dict) -> None:
+        self.steps_seen += 1
+        if self.binding.error and extract(self.binding.error, step, missing=MISSING) is not MISSING:
+            self.error_path_seen += 1
+        elif self.binding.error and not self._error_example:
+            self._error_example = describe_missing(self.binding.error, step)
+        if self.observe is not None:
+            self.observe(name, step)
+
+    ERROR_PATH_WARN_STEPS = 50
 
     def run(self, programs: list[str], tasks: list[dict]) -> list[list[RunResult]]:
         out = super().run(programs, tasks)
@@ -228,6 +258,12 @@ class GymProgramBackend(ProgramBackend):
             for r in runs:
                 if r.outcome == "simulator_error":
                     self._report(task, r.error or {})
+        if (self.binding.error and not self.error_path_seen and self.steps_seen >= self.ERROR_PATH_WARN_STEPS
+                and not self._warned_error_path):
+            self._warned_error_path = True
+            log.warning("tasks.error %r resolved on none of %d real steps (%s): failed calls are not being detected "
+                        "as robot errors; run `densecode check --config ...`", self.binding.error, self.steps_seen,
+                        self._error_example)
         return out
 
     def _report(self, task: dict, error: dict) -> None:
@@ -266,7 +302,7 @@ class GymProgramBackend(ProgramBackend):
         base = int(task.get("seed", 0))
         return [SimJob(program, self.binding.names, expects_timeout=bool(task.get("timeout")),
                        handler_factory=lambda seed=base + k: GymApiHandler(self.env_factory, self.binding, task, seed,
-                                                                           observe=self.observe))
+                                                                           observe=self._observe))
                 for k in range(self.runs)]
 
     def outcomes(self, programs: list[str], tasks: list[dict]) -> list[str]:

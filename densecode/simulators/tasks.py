@@ -18,14 +18,13 @@ the field.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import json
 from pathlib import Path
 from typing import Any
 
+from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
+
 from densecode.errors import DensecodeError
 from densecode.simulators.gym_plugin import GymProgramBackend
-from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
 
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
                "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
@@ -118,19 +117,11 @@ class PluginTasks:
 
     @staticmethod
     def _read(path: Path) -> list[dict]:
-        if not path.is_file():
-            raise DensecodeError(f"tasks file not found: {path} (tasks.path must be a JSONL of task objects)")
-        rows = []
-        for i, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DensecodeError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
-                check_task(row, i, f"{path}:{i}")
-                rows.append(row)
-        if not rows:
-            raise DensecodeError(f"{path}: no tasks in the file")
+        from densecode.jsonl import numbered, read_jsonl
+
+        rows = read_jsonl(path, what="tasks", hint="tasks.path must be a JSONL of task objects")
+        for i, (where, row) in enumerate(numbered(path, rows), 1):
+            check_task(row, i, where)
         return rows
 
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
@@ -139,7 +130,7 @@ class PluginTasks:
                 tasks = self._generator(split, n, seed)
             except DensecodeError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the user's generator: name it and the call
+            except Exception as exc:
                 raise DensecodeError(f"{self.origin} failed when called as f(split={split!r}, n={n}, seed={seed}): "
                                      f"{type(exc).__name__}: {exc} (a generator is f(split, n, seed) -> list of "
                                      "task dicts)") from exc

@@ -30,7 +30,7 @@ NAMES = ["Ana", "Ben", "Chloe", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"
 
 
 class ElevatorEnv(gym.Env):
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium's class attribute
 
     def __init__(self, floors: int = 8):
         self.floors = floors
@@ -139,7 +139,7 @@ def _summon(rng: random.Random, floors: int) -> dict:
 
 def generate_tasks(split: str, n: int, seed: int, floors: int = 8) -> list[dict]:
     """`n` elevator tasks of `split`; the splits are disjoint by a hash of the instruction (test 10%)."""
-    buckets = {"test": range(0, 10), "validation": range(10, 20), "train": range(20, 100)}
+    buckets = {"test": range(10), "validation": range(10, 20), "train": range(20, 100)}
     if split not in buckets:
         raise ValueError(f"unknown split {split!r}; choose train, validation or test")
     rng = random.Random(f"elevator-{split}-{seed}")

@@ -39,14 +39,16 @@ HINT = ("MBPP rows (text, code, test_list), MBPP+ rows (prompt, entry_point, can
 
 def prompt_of(code: str, call: str, setup: str = "") -> str:
     shown = "\n".join(p.rstrip("\n") for p in (setup, code) if p.strip())
-    return f"{INSTRUCTION}{shown}\n\nassert {call} == "
+    # The prompt ends at "==": the answer brings its own leading space, as " [" or " 'a" are single tokens for
+    # byte-level BPE tokenizers (a prompt ending in a space would ask for a split no training text has).
+    return f"{INSTRUCTION}{shown}\n\nassert {call} =="
 
 
 def _task(code: str, call: str, setup: str, expected: str, **meta: Any) -> dict:
     prompt = prompt_of(code, call, setup)
     digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:12]
     return {"task_id": meta.pop("task_id", None) or f"codeio/{meta.get('family', 'real')}/{digest}", "prompt": prompt,
-            "code": code, "call": call, "setup": setup, "expected": expected, "canonical": expected, **meta}
+            "code": code, "call": call, "setup": setup, "expected": expected, "canonical": " " + expected, **meta}
 
 
 # ------------------------------------------------------------------------------------------------ generated
