@@ -281,3 +281,14 @@ def test_merging_averages_the_specialists_task_vectors(tiny_model_dir, tmp_path)
     assert torch.allclose(p2, p_base + 2 * (p0 - p_base), atol=1e-6)
     with pytest.raises(DensecodeError, match="weights"):
         merge_task_vectors(tiny_model_dir, [tmp_path / "spec0"], weights=[0.5, 0.5])
+
+
+def test_eval_tasks_and_scores_route_to_each_domain():
+    domain = build_domain(_cfg())
+    tasks = domain.tasks("test", 5, seed=1)
+    assert [t["_domain"] for t in tasks] == ["toy-a"] * 3 + ["toy-b"] * 2
+    records = domain.score(tasks, ["x", "no", "x", "y", "no"])
+    assert [r["outcome"] for r in records] == ["success", "failure", "success", "success", "failure"]
+    m = domain.metrics(records)
+    assert m["toy-a/success_rate"] == pytest.approx(2 / 3) and m["toy-b/success_rate"] == 0.5
+    assert m["average/score"] == pytest.approx((2 / 3 + 0.5) / 2)

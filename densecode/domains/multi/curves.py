@@ -44,7 +44,8 @@ def write_multitask_report(run_dir: str | Path, tasks: list[str], headline: dict
                 ax.plot(*zip(*pts), "k--", marker=".", label="average")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     axes.flat[-1].axis("off")
     fig.tight_layout()
     out = Path(run_dir) / "multitask_curves.png"

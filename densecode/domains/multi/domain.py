@@ -192,6 +192,10 @@ class MultiDomain(Domain):
 
     # ------------------------------------------------------------------ eval
 
+    def canonical_response(self, task: dict) -> str | None:
+        sub = self.domains.get(task.get("_domain"))
+        return sub.canonical_response(task) if sub is not None else None
+
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
         records: list[dict | None] = [None] * len(tasks)
         groups: dict[str, list[int]] = {}
