@@ -292,3 +292,21 @@ def test_eval_tasks_and_scores_route_to_each_domain():
     m = domain.metrics(records)
     assert m["toy-a/success_rate"] == pytest.approx(2 / 3) and m["toy-b/success_rate"] == 0.5
     assert m["average/score"] == pytest.approx((2 / 3 + 0.5) / 2)
+
+
+def test_bad_multitask_settings_name_the_key_and_the_fix():
+    def cfg(*sets):
+        return load_config(None, ["domain=multi", *sets])
+
+    with pytest.raises(DensecodeError, match="unknown domain 'chess'"):
+        build_domain(cfg("tasks.tasks=[toy-a,chess]"))
+    with pytest.raises(DensecodeError, match=r"tasks.options names \['toy-c'\]"):
+        build_domain(cfg("tasks.tasks=[toy-a]", "tasks.options.toy-c.word=x"))
+    with pytest.raises(DensecodeError, match=r"unknown key 'tasks.options.toy-a.wrod'"):
+        build_domain(_cfg("tasks.options={toy-a: {wrod: x}}"))
+    with pytest.raises(DensecodeError, match="each domain once"):
+        build_domain(cfg("tasks.tasks=[toy-a,toy-a]"))
+    with pytest.raises(DensecodeError, match="tasks.tasks is empty"):
+        build_domain(cfg("tasks.tasks=[]"))
+    with pytest.raises(DensecodeError, match=r"tasks.astor.floor=0.9"):
+        build_domain(_cfg("tasks.astor.floor=0.9"))
