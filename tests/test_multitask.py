@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from densecode.config import load_config
-from densecode.domains import Domain, DomainOptions, build_domain, build_reward_fn, register_domain
+from densecode.domains import (
+    Domain,
+    DomainOptions,
+    build_domain,
+    build_reward_fn,
+    register_domain,
+)
 from densecode.domains.multi import AstorOptions, TaskScheduler
 from densecode.errors import DensecodeError
 

@@ -51,8 +51,8 @@ def write_multitask_report(run_dir: str | Path, tasks: list[str], headline: dict
     out = Path(run_dir) / "multitask_curves.png"
     fig.savefig(out, dpi=80)
     plt.close(fig)
-    lines = ["# multi-task run: per task", "", "| task | quota (last) | utility (last) | beta (last) | "
-             "held-out first | held-out last |", "|---|---|---|---|---|---|"]
+    header = "| task | quota (last) | utility (last) | beta (last) | held-out first | held-out last |"
+    lines = ["# multi-task run: per task", "", header, "|---|---|---|---|---|---|"]
     for task in tasks:
         key = f"eval/{task}/{headline[task]}"
         ev = [r[key] for r in evals if _finite(r.get(key))]

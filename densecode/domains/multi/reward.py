@@ -78,11 +78,11 @@ class MultiTaskReward:
                 stats[key] = float(v)
             stats[f"reward/{task}/sequence_mean"] = float(np.mean([total[i].sum() for i in rows]))
             stats[f"reward/{task}/n_samples"] = float(len(rows))
-        for name in components:
+        for name, per_sample in components.items():
             for i, s in enumerate(samples):
-                if components[name][i] is None:
+                if per_sample[i] is None:
                     zero = np.zeros(s.n_tokens, dtype=np.float32)
-                    components[name][i], raw[name][i] = zero, zero.copy()
+                    per_sample[i], raw[name][i] = zero, zero.copy()
                     outputs[name][i] = ComponentOutput(zero.copy(), [], dict(_ABSENT_INFO))
         n_tok = sum(s.n_tokens for s in samples)
         stats["reward/total/sum_mean"] = float(np.mean([t.sum() for t in total])) if total else 0.0

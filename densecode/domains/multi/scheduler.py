@@ -108,7 +108,7 @@ class TaskScheduler:
         """Integer prompts per task summing to n (largest remainder; every task with a quota gets >= 1 if n >= K)."""
         q = self.quotas(step)
         raw = {t: q[t] * n for t in self.tasks}
-        counts = {t: int(math.floor(raw[t])) for t in self.tasks}
+        counts = {t: math.floor(raw[t]) for t in self.tasks}
         order = sorted(self.tasks, key=lambda t: (-(raw[t] - counts[t]), self.tasks.index(t)))
         for t in order[: n - sum(counts.values())]:
             counts[t] += 1
