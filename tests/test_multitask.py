@@ -121,15 +121,18 @@ def test_prompt_priority_prefers_variance_and_progress_and_unseen_prompts():
     s1.observe({"a": {0: [1.0]}}, 1)
     st = s1.stats["a"][0]
     assert st.progress == pytest.approx(0.5) and st.var == pytest.approx(0.25)
-    assert s1.potential["a"] is None  # one prompt, one sample: no variance estimate yet
+    assert s1.potential["a"] == pytest.approx(0.25)  # one sample a step: the variance over the last rewards [0, 1]
 
 
 def test_learning_potential_is_an_ema_of_reward_variance_and_pools_refresh():
     s = TaskScheduler(["a"], "astor", AstorOptions(utility_ema=0.5, pool_size=4, pool_refresh=2))
     s.observe({"a": {0: [0.0], 1: [1.0]}}, 1)
     assert s.potential["a"] == pytest.approx(0.25)
+    s.observe({"a": {0: [0.0], 1: [0.0]}}, 1)  # PPO: the window holds [0, 1, 0, 0], variance 3/16
+    assert s.potential["a"] == pytest.approx(0.5 * 0.25 + 0.5 * 3 / 16)
+    s.opts.potential_window = 2  # only this step's two rewards: variance 0
     s.observe({"a": {0: [0.0], 1: [0.0]}}, 1)
-    assert s.potential["a"] == pytest.approx(0.125)
+    assert s.recent["a"] == [0.0, 0.0] and s.potential["a"] == pytest.approx(0.5 * (0.5 * 0.25 + 0.5 * 3 / 16))
     s.refresh_pools()
     assert s.pools["a"] == [2, 3, 4, 5] and set(s.stats["a"]) == set()
     state = json.loads(json.dumps(s.state_dict()))

@@ -17,6 +17,7 @@ class AstorOptions:
     potential_weight: float = 1.0  # w_p: weight of the normalised learning potential in U_k
     synergy_weight: float = 1.0  # w_s: weight of the synergy S_k in U_k
     utility_ema: float = 0.8  # P_k is an EMA over steps of the task's rollout-reward variance (0 = last step only)
+    potential_window: int = 32  # PPO (one sample per prompt): the variance is over the task's last W rewards
     # Synergy probe: every N steps (0 = never: S_k stays 0), on up to probe_rows rows per task of that step's batch.
     synergy_every: int = 5
     probe_rows: int = 4  # rows of each task's batch the gradient probe uses

@@ -5,7 +5,8 @@ Pure bookkeeping on numbers (no model, no domain): the multi domain feeds it eac
 JSON-able (`state_dict`) so a resumed run schedules exactly as an uninterrupted one.
 
 Equations (docs/multitask.md):
-    P_k   <- ema * P_k + (1 - ema) * Var(rollout rewards of task k this step)   (learning potential)
+    P_k   <- ema * P_k + (1 - ema) * V_k                                        (learning potential)
+             V_k = mean within-group variance (G > 1) | variance of the task's last W rewards (PPO)
     S_k   =  cos(g_k, mean_{j != k} g_j)                                        (synergy, last probe)
     U_k   =  w_p * P_k / max_j P_j + w_s * S_k
     q_k   =  floor + (1 - K * floor) * softmax(U / temperature)_k                (task quota)
@@ -68,6 +69,7 @@ class TaskScheduler:
         self.next_slot: dict[str, int] = {t: opts.pool_size for t in tasks}
         self.pools: dict[str, list[int]] = {t: list(range(opts.pool_size)) for t in tasks}
         self.stats: dict[str, dict[int, PromptStats]] = {t: {} for t in tasks}
+        self.recent: dict[str, list[float]] = {t: [] for t in tasks}  # PPO: the task's last rewards
 
     # ------------------------------------------------------------------ utilities and quotas
 
@@ -164,10 +166,11 @@ class TaskScheduler:
                 # Several samples of one prompt: the mean within-group variance (outcome spread for one input).
                 pot = float(np.mean([np.var(v) for v in per_slot.values()]))
             else:
-                # One sample per prompt (PPO): the spread across the task's prompts this step; a task with one
-                # prompt this step keeps its previous estimate.
-                vals = [x for v in per_slot.values() for x in v]
-                pot = float(np.var(vals)) if len(vals) > 1 else None
+                # One sample per prompt (PPO): the spread of the task's last `potential_window` rewards (this step's
+                # and earlier ones), so a task that gets one prompt a step still has an estimate.
+                window = self.recent[task] + [x for v in per_slot.values() for x in v]
+                self.recent[task] = window[-max(2, o.potential_window):]
+                pot = float(np.var(self.recent[task])) if len(self.recent[task]) > 1 else None
             if pot is not None:
                 prev = self.potential[task]
                 self.potential[task] = pot if prev is None else o.utility_ema * prev + (1 - o.utility_ema) * pot
@@ -209,7 +212,7 @@ class TaskScheduler:
 
     def state_dict(self) -> dict:
         return {"step": self.step, "potential": dict(self.potential), "synergy": dict(self.synergy),
-                "next_slot": dict(self.next_slot), "pools": {t: list(p) for t, p in self.pools.items()},
+                "next_slot": dict(self.next_slot), "recent": {t: list(v) for t, v in self.recent.items()}, "pools": {t: list(p) for t, p in self.pools.items()},
                 "stats": {t: {str(s): asdict(st) for s, st in d.items()} for t, d in self.stats.items()}}
 
     def load_state_dict(self, state: dict) -> None:
@@ -223,4 +226,5 @@ class TaskScheduler:
         self.synergy = {t: float(v) for t, v in state["synergy"].items()}
         self.next_slot = {t: int(v) for t, v in state["next_slot"].items()}
         self.pools = {t: [int(s) for s in p] for t, p in state["pools"].items()}
+        self.recent = {t: [float(x) for x in v] for t, v in state.get("recent", {}).items()} or {t: [] for t in self.tasks}
         self.stats = {t: {int(s): PromptStats(**st) for s, st in d.items()} for t, d in state["stats"].items()}
