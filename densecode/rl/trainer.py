@@ -550,6 +550,19 @@ class Trainer:
             saved = f" (checkpoint {latest} holds the steps done; fix this and continue with --resume {self.run_dir})"
         return DensecodeError(f"step {step}: {exc}{saved}")
 
+    def _point_latest_at(self, path: Path) -> None:
+        """This run continues from `path`: make `latest` say so (it was missing after a kill between a
+        checkpoint's rename and the pointer's, or names a later checkpoint of an abandoned continuation)."""
+        ckpt_root = self.run_dir / "checkpoints"
+        if not self.is_main or path.parent.resolve() != ckpt_root.resolve():
+            return
+        latest = ckpt_root / "latest"
+        if latest.is_file() and latest.read_text().strip() == path.name:
+            return
+        _write_durable(ckpt_root / ".tmp-latest", path.name + "\n")
+        os.replace(ckpt_root / ".tmp-latest", latest)
+        _fsync_dir(ckpt_root)
+
     def _crash_point(self, phase: str, stage: int) -> None:
         """The crash-safety test's hook (densecode.rl.crashpoints); a no-op unless DENSECODE_CRASH_AT is set."""
         hooks = getattr(self, "_crash_hooks", None)
@@ -581,6 +594,7 @@ class Trainer:
             raise DensecodeError(f"checkpoint {path}: unreadable trainer_state.json ({exc}); resume from an "
                                  "earlier checkpoints/step-N directory") from None
         check_resumable(path, meta, self.cfg)
+        self._point_latest_at(path)
         pv = self.unwrapped
         if meta.get("lora") != is_peft_model(pv.policy):
             raise DensecodeError(f"checkpoint {path} was trained with lora.enabled={meta.get('lora')}; "
@@ -740,8 +754,10 @@ def _set_rng_state(state: dict) -> None:
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint dir, or a run dir / checkpoints dir whose `latest` names one.
 
-    When `latest` is missing or names no complete checkpoint (a kill between the checkpoint's rename and
-    the pointer's), the newest complete checkpoints/step-N is used: only complete ones ever get that name."""
+    `latest` wins over a newer step-N (a kill after that checkpoint's rename but before the pointer's update:
+    the run continues from the previous one, which is safe; step-N is rewritten when reached again). Only
+    when `latest` is missing or names no complete checkpoint is the newest complete checkpoints/step-N used:
+    only complete checkpoints ever get that name (load_checkpoint then points `latest` at it)."""
     path = Path(path)
     if (path / "trainer_state.json").is_file():
         return path
