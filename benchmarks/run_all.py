@@ -84,6 +84,8 @@ BENCHES = [
           quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70),
     Bench("reward_throughput", "dense reward assembly: samples/s",
           quick_args=["--n", "64", "--repeats", "1"], quick_timeout_s=50),
+    Bench("syntax_position_probe", "where the syntax -1 lands: ` $` probe over all MBPP references",
+          quick_timeout_s=60),
     Bench("robosim_throughput", "RoboSim: programs judged per second",
           quick_args=["--tasks", "100"], quick_timeout_s=50),
     Bench("ppo_step_vs_trl", "densecode PPO step vs TRL PPOTrainer",
@@ -102,6 +104,11 @@ BENCHES = [
           quick_args=["--steps", "4", "--eval-every", "2", "--eval-tasks", "20", "--responses-per-step", "8",
                       "--group-size", "4", "--variants", "ppo-dense,microcoder",
                       "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230),
+    # issue #14's code tasks (last: in --quick they get what the others leave)
+    Bench("testgen_throughput", "testgen: responses judged per second (coverage + mutants) vs one python each",
+          quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),
+    Bench("commitmsg_throughput", "commitmsg: messages scored per second (ROUGE-L + chrF) vs one python each",
+          quick_args=["--tasks", "300", "--naive-limit", "5"], quick_timeout_s=40),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 

@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--programs", type=int, default=100_000, help="programs to judge (default 100,000)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=200, help="programs per pool.run call")
+    ap.add_argument("--report-every", type=int, default=10_000,
+                    help="also print the counts every this many programs (a long run cut short still tells)")
     ap.add_argument("--json", default=None, help="also write the figures here (run_all's record format)")
     args = ap.parse_args(argv)
     if args.programs < 1000 or args.batch < 1 or 1000 % args.batch:
@@ -164,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             bar.update(count)
             if done == 1000:
                 first = snapshot(pool)
+                bar.write(f"after {done:,}: {first}")
+            elif args.report_every and done % args.report_every == 0:
+                bar.write(f"after {done:,}: {snapshot(pool)}")
         bar.close()
         last = snapshot(pool)
         replaced = pool.stats["workers_replaced"]

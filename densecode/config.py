@@ -35,18 +35,18 @@ class ModelConfig:
     # "densecode-tiny" is the embedded offline default; any local dir or hub id works.
     name_or_path: str = "densecode-tiny"
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on GPUs that support it, else fp32)
-    trust_remote_code: bool = False
-    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False  # run a hub model's own modelling code (only for checkpoints you trust)
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower steps
     # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
     value_model: str = "shared"
 
 
 @dataclass
 class LoraConfig:
-    enabled: bool = False
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    enabled: bool = False  # train LoRA adapters instead of every weight (the reference does, for 1.5B+ models)
+    r: int = 16  # adapter rank (reference)
+    alpha: int = 32  # scaling alpha / r = 2 (reference)
+    dropout: float = 0.05  # on the adapter input (reference)
     # Names follow Llama/Qwen; GPT-2 style models use c_attn/c_proj/c_fc.
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -55,16 +55,17 @@ class LoraConfig:
 
 @dataclass
 class GenerationConfig:
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = 0
+    max_new_tokens: int = 128  # response length limit; a response cut here has finish_reason "length"
+    temperature: float = 1.0  # rollout sampling temperature (PPO; GRPO's schedule is algo.grpo.temperature_schedule)
+    top_p: float = 0.95  # nucleus sampling (reference 0.95); 1.0 = off
+    top_k: int = 0  # 0 = off
     grammar: str = "off"  # off | check | constrain (SynCode logits processor)
     # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
     # else after its last ``` fence, else nothing) | prompt | none.
     grammar_code_prefix: str = "auto"
+    # Strings that end a response (cut before them); empty = the domain's own stop strings at eval.
     stop: list[str] = field(default_factory=list)
-    batch_size: int = 16
+    batch_size: int = 16  # rows per generate() call (memory vs speed; results do not depend on it)
 
 
 @dataclass
@@ -86,22 +87,22 @@ class PPOConfig:
     """PPO on per-token rewards with a value model (densecode/rl/ppo.py); names follow TRL's PPOConfig."""
 
     epochs: int = 4  # passes over each rollout batch (TRL num_ppo_epochs)
-    gamma: float = 1.0
-    lam: float = 0.95
+    gamma: float = 1.0  # discount of the per-token rewards (reference 1.0: the return is the sum to the end)
+    lam: float = 0.95  # GAE lambda (reference 0.95)
     clip_eps: float = 0.2  # TRL cliprange
     clip_eps_high: float = 0.2  # upper ratio bound 1 + clip_eps_high; = clip_eps is PPO's symmetric clip
     value_clip: float = 0.3  # TRL cliprange_value
-    vf_coef: float = 1.0
-    ent_coef: float = 0.0
-    whiten_advantages: bool = True
+    vf_coef: float = 1.0  # weight of the value loss in the total loss (reference 1.0)
+    ent_coef: float = 0.0  # entropy bonus weight (reference 0: none)
+    whiten_advantages: bool = True  # normalise advantages over the batch (reference: yes; rewards are not)
     # Learning rate of the value head (and separate critic); 0 = train.lr. A zero-initialised
     # head at an RL-sized policy lr (1e-6..1e-5) takes hundreds of steps to fit the returns.
     vf_lr: float = 0.0
     # The reward's KL weight (reward.weights.kl) adapted towards target_kl (Ziegler et al.); the
     # controller measures the KL with the estimator the reward's kl component uses.
     adaptive_kl: bool = False
-    target_kl: float = 6.0
-    kl_horizon: int = 10000
+    target_kl: float = 6.0  # the adaptive controller's target sequence KL
+    kl_horizon: int = 10000  # the controller's horizon in prompts (Ziegler et al.): larger = slower changes
 
 
 @dataclass
@@ -124,7 +125,7 @@ class TemperatureScheduleConfig:
     # Step down one stage when outputs turn chaotic (null = off): the diversity level above `ceiling`, or the
     # share of unparsable outputs (syntax component) rising by `unparsable_rise` over the stage's first window.
     ceiling: float | None = None
-    unparsable_rise: float | None = None
+    unparsable_rise: float | None = None  # the rise of the unparsable share that steps down (null = off)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class GRPOConfig:
     # "Judged incorrect" (keeps a truncated response's advantage) from: cut_proof = evidence the cut did not
     # cause (docs/grpo.md) | any_verdict = any verdict component's verdict (the rule before issue #22).
     truncation_evidence: str = "cut_proof"
+    # The components whose verdicts can judge a response incorrect (see truncation_evidence).
     verdict_components: list[str] = field(default_factory=lambda: ["syntax", "tests", "sim"])
     truncation_rho: float = 0.3  # share of eligible truncated responses masked (paper: 10% and 30% appear)
     repetition_test: str = "paper"  # paper: last `window` tokens == the `window` before | any_period: period 1..w
@@ -152,7 +154,7 @@ class GRPOConfig:
     repetition_window: int = 64
     # densecode's extension: a token-level term from the attributable parts of these components.
     dense: bool = False
-    dense_scale: float = 0.5
+    dense_scale: float = 0.5  # weight of that token-level term next to the group advantage
     # syntax/lint by their values, others (sim, tests) by their located diagnostics only (the line that raised).
     dense_components: list[str] = field(default_factory=lambda: ["syntax", "lint", "sim", "tests"])
     # MicroCoder uses beta = 0: a KL weight in the reward (reward.weights.kl, e.g. from a PPO config) is an
@@ -166,8 +168,11 @@ class AlgoConfig:
     name: str = "ppo"  # ppo | grpo: which of the sections below is used
     # The update loop, shared: each epoch/iteration splits the batch into minibatches (one optimizer step each).
     num_minibatches: int = 1
-    grad_accum_steps: int = 1
-    max_grad_norm: float = 1.0
+    grad_accum_steps: int = 1  # micro-batches per minibatch (gradients accumulated: same result, less memory)
+    max_grad_norm: float = 1.0  # gradient clipping by global norm; a non-finite norm skips the step
+    # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
+    # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
+    score_pass: bool = False
     ppo: PPOConfig = field(default_factory=PPOConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
 
@@ -207,16 +212,16 @@ RENAMED_KEYS: dict[str, str] = {
 
 @dataclass
 class TrainingConfig:
-    steps: int = 100
+    steps: int = 100  # total optimiser steps (one rollout batch each)
     batch_size: int = 16  # prompts per step (PPO) / groups per step (GRPO)
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    seed: int = 0
-    output_dir: str = "runs/densecode"
-    save_every: int = 50
-    eval_every: int = 25
-    eval_tasks: int = 64
-    log_every: int = 1
+    lr: float = 1e-5  # policy learning rate (AdamW); the value head's is algo.ppo.vf_lr
+    weight_decay: float = 0.0  # AdamW weight decay
+    seed: int = 0  # seeds sampling, minibatch order and task draws (a step's seeds derive from it: exact resume)
+    output_dir: str = "runs/densecode"  # the run directory (config.yaml, metrics.jsonl, checkpoints/, ...)
+    save_every: int = 50  # checkpoint every N steps (and always at the end); 0 = only at the end
+    eval_every: int = 25  # held-out eval every N steps, at step 0 and at the end; 0 = never
+    eval_tasks: int = 64  # held-out tasks per eval (the same tasks every time)
+    log_every: int = 1  # a metrics.jsonl / TensorBoard row every N steps
     # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
     rollouts_every: int = 10
     mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
@@ -232,10 +237,10 @@ class SandboxConfig:
     # CPU time decides "too slow" (independent of machine load); the wall clock catches sleepers.
     # MBPP reference solutions use < 0.01 s CPU except task 123 (2.5 s), which times out as upstream.
     timeout_s: float = 5.0
-    cpu_s: float = 2.0
+    cpu_s: float = 2.0  # CPU seconds per program; over it the program is killed and judged `timeout`
     memory_mb: int = 1024  # address space (RLIMIT_AS); numpy alone maps ~300 MB
-    max_procs: int = 16
-    file_size_mb: int = 16
+    max_procs: int = 16  # processes per program (RLIMIT_NPROC under the pool's own uid): stops fork bombs
+    file_size_mb: int = 16  # largest file a program may write in its private /tmp (RLIMIT_FSIZE)
     output_bytes: int = 1048576  # stdout+stderr kept per program; more kills it (output_limit)
 
 
@@ -370,9 +375,24 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
     layers: list[tuple[dict, str]] = []
     base = data.pop("base", None)
     if base is not None:
-        layers += _read_yaml((path.parent / str(base)), seen + (path.resolve(),))
+        layers += _read_yaml(_resolve_base(path, base), seen + (path.resolve(),))
     layers.append((data, str(path)))
     return layers
+
+
+def _resolve_base(path: Path, base: Any) -> Path:
+    """`base: NAME` of the config at `path`: beside the file first, else one of densecode's shipped configs."""
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: 'base' must be a file name, e.g. base: robotics.yaml; got {base!r}")
+    beside = path.parent / base
+    if beside.is_file():
+        return beside
+    if not Path(base).is_absolute():  # never the working directory: a config means the same from anywhere
+        for shipped in (CONFIG_DIR / base, CONFIG_DIR / f"{base}.yaml"):
+            if shipped.is_file():
+                return shipped
+    raise ConfigError(f"{path}: base {base!r} not found: looked for {beside.resolve()} (beside the file) and "
+                      f"{CONFIG_DIR / base} (densecode's configs: {', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))})")
 
 
 def resolve_config_path(name: str | Path) -> Path:

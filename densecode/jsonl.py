@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from densecode.errors import DensecodeError
 
 
 def read_jsonl(path: str | Path, *, what: str = "records", hint: str = "",
-               check: Callable[[dict, str], None] | None = None, allow_empty: bool = False) -> list[dict]:
+               check: Callable[[Any, str], None] | None = None, allow_empty: bool = False,
+               strings: bool = False) -> list[Any]:
     """The objects of a JSON-lines file, blank lines skipped.
 
     `what` names the rows in messages ("tasks", "rollouts"); `hint` says how to get a right file; `check(row, where)`
-    validates one row and raises DensecodeError with `where` = "FILE:LINE".
+    validates one row and raises DensecodeError with `where` = "FILE:LINE"; `strings` also accepts a JSON string
+    per line (a prompts file).
     """
     path = Path(path).expanduser()
     fix = f" ({hint})" if hint else ""
@@ -41,8 +44,9 @@ def read_jsonl(path: str | Path, *, what: str = "records", hint: str = "",
             except json.JSONDecodeError as exc:
                 raise DensecodeError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
                                      f"each line must be one JSON object") from None
-            if not isinstance(row, dict):
-                raise DensecodeError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            if not (isinstance(row, dict) or (strings and isinstance(row, str))):
+                wanted = "a JSON object or string" if strings else "a JSON object"
+                raise DensecodeError(f"{where}: expected {wanted}, got {type(row).__name__}")
             if check is not None:
                 check(row, where)
             rows.append(row)
@@ -51,7 +55,7 @@ def read_jsonl(path: str | Path, *, what: str = "records", hint: str = "",
     return rows
 
 
-def numbered(path: str | Path, rows: list[dict]) -> list[tuple[str, dict]]:
+def numbered(path: str | Path, rows: list[Any]) -> list[tuple[str, Any]]:
     """(FILE:LINE, row) pairs for rows read by read_jsonl, for messages about one row (blank lines not counted)."""
     lines = []
     with Path(path).expanduser().open("rb") as fh:

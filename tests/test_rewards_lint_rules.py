@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from densecode.rewards import make_sample
-from densecode.rewards.lint import DEFAULT_IGNORE, DEFAULT_SELECT, LintComponent, ruff_binary, run_ruff
+from densecode.rewards.lint import (
+    DEFAULT_IGNORE,
+    DEFAULT_SELECT,
+    LintComponent,
+    ruff_binary,
+    run_ruff,
+)
 from densecode.rewards.lint_rules import CATEGORIES, RULE_CATEGORIES, category_of
 from densecode.rewards.mutations import load_mbpp
 
@@ -82,7 +88,7 @@ def test_runnable_rules_raise_at_run_time(rule):
     src = RUNTIME_ERRORS[rule]
     compile(src, "<x>", "exec")
     with pytest.raises(Exception):  # noqa: B017 - any exception: the line does not run
-        exec(compile(src, "<x>", "exec"), {"__name__": "probe"})
+        exec(compile(src, "<x>", "exec"), {"__name__": "probe"})  # noqa: S102 - trusted test snippets
     codes = {d["code"] for d in run_ruff({"p": src}, DEFAULT_SELECT, DEFAULT_IGNORE, [])["p"]}
     assert rule in codes, codes
     assert category_of(rule) == "runnable"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
 
 import numpy as np
 import pytest
 
 from densecode.rewards import make_sample
-from densecode.rewards.mutations import load_mbpp, position_probe
+from densecode.rewards.mutations import insertion_probes, load_mbpp, position_probe
 from densecode.rewards.syntax import SyntaxComponent, first_invalid_char, parse_error
 
 ROBOT_PROMPT = "# Instruction: x\ndef task_program():\n"
@@ -49,6 +50,13 @@ def sample_of(tok, prompt, response, **kw):
         # first token no continuation accepts.
         ("x = foo(1, 2\ny = 3\n", "y = 3"),
         ("s = 'abc' 'd' x\n", "x\n"),
+        # At the end of the source, a conditional expression still waiting for `else` is not broken
+        # (CPython's implied NEWLINE would blame the start of the expression).
+        ("y = max(a, b) if (a != b) $ else -1\n", "$"),
+        # A dedent to a column never opened is wrong from the line's first token on.
+        ("def f():\n    x = 1\n  y = 2\n", "y = 2"),
+        ("if x:\n    pass\n  else:\n    pass\n", "else:"),
+        ("def f():\n\tif x:\n        y = 2\n", "y = 2"),
     ],
 )
 def test_first_invalid_char_known_cases(program, first_bad):
@@ -93,6 +101,21 @@ def test_position_probe_over_mbpp_references(tok, shared_data):
     assert n >= 300
 
 
+def test_invalid_character_before_random_tokens_of_mbpp_references(shared_data):
+    """`$`/`?` inserted mid-line, inside brackets, after keywords...: located exactly, never early or late."""
+    rows = load_mbpp(os.path.join(shared_data, "mbpp", "mbpp.jsonl"))[::5]
+    rng = random.Random(0)
+    misplaced = []
+    n = 0
+    for row in rows:
+        for program, pos in insertion_probes(row["code"], rng, n=2):
+            n += 1
+            k = first_invalid_char(program)
+            if k != pos:
+                misplaced.append((row["task_id"], program[max(0, pos - 30):pos + 1], k - pos))
+    assert n >= 350 and misplaced == []
+
+
 @pytest.mark.parametrize("prompt", [ROBOT_PROMPT, CODE_PROMPT, PROSE_PROMPT])
 @pytest.mark.parametrize("response", ["", "   \n\n", "# TODO\n", "    # nothing here\n    \n",
                                       "I cannot do that.", "```python\n\n```\n"])
@@ -117,3 +140,17 @@ def test_code_after_comments_is_code(tok):
     s = sample_of(tok, CODE_PROMPT, "# add\ndef add(a, b):\n    return a + b\n")
     out = SyntaxComponent()([s])[0]
     assert out.info["has_code"] == 1.0 and out.values.min() >= 0 and out.values.max() == 1.0
+
+
+def test_too_deeply_nested_to_compile_is_an_error_not_a_crash(tok):
+    """CPython cannot build the tree of a few thousand chained `+` (RecursionError): a syntax error.
+
+    Only a complete expression shows the depth (an unfinished one fails to parse before the
+    tree is built), so the position is not exact here; the verdict is.
+    """
+    response = "x = " + "1+" * 3000 + "1\n"
+    with pytest.raises(RecursionError):
+        compile(response, "<deep>", "exec")
+    s = sample_of(tok, CODE_PROMPT, response)
+    out = SyntaxComponent()([s])[0]
+    assert out.info["syntax_ok"] == 0.0 and (out.values < 0).sum() == 1

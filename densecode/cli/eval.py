@@ -79,6 +79,9 @@ def configure(parser) -> None:
                              "(e.g. open_world_knowledge) instead of the top-level ones")
     parser.add_argument("--grammar", default="off", choices=("off", "check", "constrain"),
                         help="SynCode processor during generation")
+    parser.add_argument("--grammar-code-prefix", default=None, choices=("auto", "prompt", "none"),
+                        help="code the grammar sees before the completion (generation.grammar_code_prefix; a domain "
+                             "eval reads it from the config)")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -195,7 +198,8 @@ def sample(args, model, tokenizer, prompts: list[str], stop: list[str]) -> tuple
     if fits:
         gens = generate(model, tokenizer, [prompts[i] for i in fits], n=args.n, max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature, top_p=args.top_p if args.temperature > 0 else 1.0,
-                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True)
+                        grammar=args.grammar, stop=stop, batch_size=args.batch_size, seed=args.seed, progress=True,
+                        grammar_options={"code_prefix": getattr(args, "grammar_code_prefix", None) or "auto"})
     seconds = time.perf_counter() - start
     for k, i in enumerate(fits):
         out[i] = [Sample(g.completion, g.finish_reason, len(g.token_ids)) for g in gens[k * args.n:(k + 1) * args.n]]
@@ -488,6 +492,8 @@ def evaluate_domain(args, out: dict) -> dict:
     from densecode.eval.passk import ks_for
 
     cfg = domain_config(args)
+    if getattr(args, "grammar_code_prefix", None) is None:
+        args.grammar_code_prefix = cfg.generation.grammar_code_prefix
     domain = build_domain(cfg)
     domain.prepare()
     split = args.split if args.split in ("test", "validation", "train") else domain.options.eval_split

@@ -35,15 +35,15 @@ from densecode.errors import DensecodeError
 class DomainOptions:
     """Options every domain understands (the config's `tasks:` section); domains subclass this."""
 
-    # Training prompts for step s come from seed (s's seed + train_seed): change it to draw other tasks.
+    # Offset added to each step's task seed: change it to draw other training tasks.
     train_seed: int = 0
-    # The held-out eval set: `eval_split` drawn with `eval_seed` (fixed, so every eval sees the same tasks).
+    # Seed of the held-out eval draw (fixed, so every eval sees the same tasks).
     eval_seed: int = 12345
-    eval_split: str = "test"
-    # Eval decoding: 0 = greedy. A second pass at `eval_sampled_temperature` (fixed seed, the generation top_p) is
-    # logged as sampled_*: RL first improves the sampling distribution, which greedy shows only once an argmax flips.
-    eval_temperature: float = 0.0
-    eval_max_new_tokens: int | None = None
+    eval_split: str = "test"  # the split held-out evals draw from (train | validation | test)
+    eval_temperature: float = 0.0  # eval decoding temperature; 0 = greedy
+    eval_max_new_tokens: int | None = None  # eval response limit; null = generation.max_new_tokens
+    # A second eval pass at this temperature (fixed seed, the generation top_p), logged as sampled_*: RL first
+    # improves the sampling distribution, which greedy shows only once an argmax flips. null = no second pass.
     eval_sampled_temperature: float | None = None
 
 

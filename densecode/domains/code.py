@@ -27,7 +27,7 @@ class CodeOptions(DomainOptions):
     # A jsonl of tasks: MBPP rows or prompt+tests rows (relative paths from the working directory).
     path: str | None = None
     eval_path: str | None = None  # held-out tasks; default: MBPP's validation split, else the file's tail
-    eval_fraction: float = 0.2
+    eval_fraction: float = 0.2  # without eval_path or MBPP splits: the share of rows (from the end) held out
     limit: int = 0  # use only the first N training tasks (0 = all)
     format: str = "auto"  # auto | mbpp | prompt
     mbpp_splits: bool = True  # an MBPP file: train on 601-974, evaluate on 511-600

@@ -28,9 +28,9 @@ class RoboSimOptions:
     clean_credit: float | None = None  # score of a clean run that fails its checks
     check_credit: float | None = None  # ... plus this times the share of checks passed
     error_penalty: float | None = None  # put on the line that raised a robot/Python error
-    timeout_s: float | None = None
-    max_calls: int | None = None
-    seed: int | None = None
+    timeout_s: float | None = None  # wall seconds per world run
+    max_calls: int | None = None  # robot API calls per run before it is stopped as a timeout
+    seed: int | None = None  # seed of the dynamic worlds' draws
 
 
 @dataclass

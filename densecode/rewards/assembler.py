@@ -80,10 +80,6 @@ class RewardBatch:
     weights: dict[str, float] = field(default_factory=dict)
     mode: str = "dense"
 
-    def scalar_totals(self) -> list[float]:
-        """Sum of each sample's total (sparse and dense agree)."""
-        return [float(t.sum()) for t in self.total]
-
 
 class RewardAssembler:
     def __init__(self, components: dict[str, RewardComponent], weights: dict[str, float], mode: str = "dense",

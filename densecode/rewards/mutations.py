@@ -9,7 +9,8 @@ reference solution or a mutation of it with a known kind of fault:
 - `exception`: `1 / 0` inserted as the body's first line (a located runtime error).
 
 `position_probe` is the syntax locator's ground truth: ` $` appended to a middle
-line, so the first character no continuation can accept (`$`) is known exactly.
+line, so the first character no continuation can accept (`$`) is known exactly;
+`insertion_probes` puts a `$` or `?` right before randomly chosen tokens instead.
 """
 
 from __future__ import annotations
@@ -116,3 +117,31 @@ def position_probe(code: str) -> tuple[str, int] | None:
     lines[row - 1] += " $"
     program = "\n".join(lines)
     return program, sum(len(ln) + 1 for ln in lines[:row]) - 2
+
+
+_LAYOUT_TOKENS = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+
+
+def insertion_probes(code: str, rng: random.Random, n: int = 3, chars: str = "$?") -> list[tuple[str, int]]:
+    """[(program, index of its first invalid character)]: a `$` or `?` inserted before `n` random tokens.
+
+    Everything before a token's start is a prefix of the valid original, and neither
+    character can stand anywhere in code, so the inserted one is the first invalid
+    character. [] when `code` does not parse.
+    """
+    code = code.replace("\r\n", "\n")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(code)
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT_TOKENS]
+    except (SyntaxError, ValueError, tokenize.TokenError):
+        return []
+    line_starts = [0]
+    for line in code.split("\n"):
+        line_starts.append(line_starts[-1] + len(line) + 1)
+    out = []
+    for t in rng.sample(tokens, min(n, len(tokens))):
+        pos = line_starts[t.start[0] - 1] + t.start[1]
+        out.append((code[:pos] + rng.choice(chars) + code[pos:], pos))
+    return out

@@ -26,7 +26,6 @@ Code regions (`code_regions`, character spans of the response):
 from __future__ import annotations
 
 import ast
-import bisect
 import codecs
 import itertools
 import re
@@ -108,12 +107,6 @@ class Sample:
             return int(hit[0])
         after = np.flatnonzero((starts >= pos) & (ends > starts))
         return int(after[0]) if after.size else None
-
-
-def tokens_overlapping(spans: list[tuple[int, int]], start: int, end: int) -> list[int]:
-    if end <= start:
-        end = start + 1  # an empty range still names the character at `start`
-    return [i for i, (s, e) in enumerate(spans) if s < end and e > start and e > s]
 
 
 # ---------------------------------------------------------------- token spans
@@ -429,11 +422,6 @@ class ProgramMap:
         if e <= s:
             return None
         return self.range_to_response(s, e)
-
-    def char_to_line_col(self, pos: int) -> tuple[int, int]:
-        starts = self.line_starts
-        line = bisect.bisect_right(starts, pos)
-        return line, pos - starts[line - 1]
 
     def line_col_to_char(self, line: int, col: int) -> int:
         """1-based line, 0-based column in characters -> program char offset."""

@@ -62,9 +62,12 @@ def _first_error(program: str) -> tuple[int, str, str] | None:
             warnings.simplefilter("ignore")  # SyntaxWarning for invalid escapes etc.
             ast.parse(program)
         return None
-    except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes in source
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: NUL bytes in source
         if not isinstance(exc, SyntaxError):
-            return 0, str(exc), str(exc).lower()
+            # Nested too deeply for CPython to build its tree (`1+1+...` a few thousand times):
+            # it can never run; where it started to be too deep, the prefix search finds.
+            msg = f"{type(exc).__name__}: {exc}"
+            return 0, msg, msg.lower()
         line = exc.lineno or 1
         col = max((exc.offset or 1) - 1, 0)
         pos = ProgramMap(program, []).line_col_to_char(line, col)
@@ -296,19 +299,27 @@ def _incomplete_input(text: str) -> bool:
             compile(text, "<prefix>", "exec", _INCOMPLETE_FLAGS)
     except SyntaxError as exc:
         return exc.msg == "incomplete input"
-    except ValueError:  # NUL bytes
+    except (ValueError, RecursionError, MemoryError):  # NUL bytes; nested too deeply to compile
         return False
     return True
 
 
 def _viable_plain(text: str, depth: int = 0) -> bool:
     """Is `text`, as it stands, the start of some valid program (no growth of its last token)?"""
-    if _incomplete_input(text):
+    # At the end of the source CPython implies a NEWLINE token, which ends the statement before
+    # the parser reaches EOF (`y = a if b` -> "expected 'else'", reported at `a`). A line
+    # continuation is a legal way to go on from any position in code; with it, a statement that
+    # merely stops early fails only at EOF, which the parser reports as incomplete input.
+    continued = text if text.endswith(("\n", "\\")) or not text else text + " \\\n"
+    if _incomplete_input(continued) or (continued is not text and _incomplete_input(text)):
         return True
     err = _first_error(text)
     if err is None:
         return True
     pos, _, low = err
+    if "unindent does not match" in low or "inconsistent use of tabs" in low:
+        # The line's first token fixed its indentation: nothing after it can repair that.
+        return False
     if "unterminated" in low and "string" in low and depth < 8:
         replaced = _open_string_replaced(text, pos)
         if replaced is not None:
@@ -326,8 +337,8 @@ def _viable(prefix: str) -> bool:
 
     As it stands, or after its last lexical token grows: a word into a keyword
     (`[x f` -> `[x for`; CPython blames `x` there: "Perhaps you forgot a comma?"),
-    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix (`'a' r` -> `'a' r''`), an operator into a longer one
-    (`if x =` -> `if x ==`).
+    a keyword into a name (`x = in` -> `x = int`), a word into a string prefix
+    (`'a' r` -> `'a' r''`), an operator into a longer one (`if x =` -> `if x ==`).
     """
     if _viable_plain(prefix):
         return True

@@ -87,9 +87,13 @@ logger = logging.getLogger(__name__)
 
 
 
-def _kl_weight(reward_fn) -> float:
-    """The KL weight the reward function really uses (the assembler carries its weights; 0 for one without)."""
-    return float((getattr(reward_fn, "weights", None) or {}).get("kl", 0.0))
+def _kl_weight(reward_fn, cfg=None) -> float:
+    """The KL weight the reward function really uses: the assembler carries its weights; a plain callable
+    without them is taken to use the config's `reward.weights.kl`."""
+    weights = getattr(reward_fn, "weights", None)
+    if weights is None and cfg is not None:
+        weights = cfg.reward.weights or {}
+    return float((weights or {}).get("kl", 0.0))
 
 class Algorithm(Protocol):
     name: str
@@ -155,13 +159,13 @@ class Trainer:
         disable_dropout(model)
         if critic is not None:
             disable_dropout(critic)
-        if _kl_weight(reward_fn) > 0 and not getattr(algo, "allows_reward_kl", True):
+        if _kl_weight(reward_fn, cfg) > 0 and not getattr(algo, "allows_reward_kl", True):
             raise DensecodeError(
-                f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn):g} (reward.weights.kl), but "
+                f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn, cfg):g} (reward.weights.kl), but "
                 f"{algo.name} uses no KL in the reward (MicroCoder: beta = 0). Set reward.weights.kl=0 (and "
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
         # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
-        needs_ref = _kl_weight(reward_fn) > 0 or getattr(algo, "needs_reference", False)
+        needs_ref = _kl_weight(reward_fn, cfg) > 0 or getattr(algo, "needs_reference", False)
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -177,7 +181,7 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        beta = _kl_weight(reward_fn)
+        beta = _kl_weight(reward_fn, cfg)
         self.kl_ctl = make_kl_controller(cfg.algo, beta)
         self.state = TrainState()
         self._stop_requested = False
@@ -225,9 +229,11 @@ class Trainer:
         batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
                             prompt_ids=encode_prompts(self.tokenizer, prompts))
         self.policy_value.eval()
-        score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
-                    with_values=self.algo.needs_value_head)
+        sources = score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
+                              with_values=self.algo.needs_value_head,
+                              score_pass=bool(getattr(cfg.algo, "score_pass", True)))
         timings["time/score_s"] = time.perf_counter() - t0
+        timings.update(sources or {})
         return batch, timings
 
     def compute_rewards(self, batch: RolloutBatch) -> dict[str, float]:
@@ -349,7 +355,7 @@ class Trainer:
         else:
             stats["objective/kl_reward"] = seq_kl
         beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", beta)
             except DensecodeError:
@@ -607,7 +613,7 @@ class Trainer:
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
         _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", self.kl_ctl.value)
             except DensecodeError:

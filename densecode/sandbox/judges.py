@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from densecode.sandbox import asserts as _asserts
+from densecode.sandbox.asserts import bound_names, evaluate_check, split_test
 from densecode.sandbox.compare import compare_stdout, outputs_match
 from densecode.sandbox.jobs import AssertJob, FunctionCallJob, JudgeResult, StdioJob
 from densecode.sandbox.plain import EncodeError, decode, encode
@@ -60,8 +60,8 @@ class JudgePlanner:
 
     def plan_assert(self, job: AssertJob) -> JudgePlan:
         # Names the program binds (e.g. its own `sum`) are the program's in the tests, as in plain Python.
-        shadowed = _asserts.bound_names(job.setup, job.code)
-        tests = [_asserts.split_test(t, shadowed) for t in job.tests]
+        shadowed = bound_names(job.setup, job.code)
+        tests = [split_test(t, shadowed) for t in job.tests]
         probes = [t.probes if t.error is None else [] for t in tests]
         unit = self.new_unit({"mode": "assert", "setup": job.setup, "code": job.code, "probes": probes}, job.timeout_s)
         return JudgePlan([unit], lambda: assemble_assert(tests, unit.result))
@@ -166,7 +166,7 @@ def assemble_assert(tests: list, result: dict) -> JudgeResult:
             per_test.append(False)
             continue
         try:
-            per_test.append(_asserts.evaluate_check(test, [values[(i, j)] for j in range(len(test.probes))]))
+            per_test.append(evaluate_check(test, [values[(i, j)] for j in range(len(test.probes))]))
         except Exception as exc:  # noqa: BLE001 - e.g. comparing a non-plain value: the test failed
             per_test.append(False)
             test_errors[i] = f"{type(exc).__name__}: {exc}"[:300]
