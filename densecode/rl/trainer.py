@@ -541,12 +541,18 @@ class Trainer:
         """Bad input met inside step `step` (a prompt too long, a task the reward cannot judge): the steps done
         since the last checkpoint are saved first, so fixing the input and `--resume` loses nothing.
 
-        A DensecodeError comes from sampling or rewards, before the step's update: the model, the optimizer and
-        the controllers still hold the state after step - 1, exactly what a checkpoint of step - 1 is."""
+        Only when the error came before the step's first optimizer step (sampling, rewards): then the model,
+        the optimizer and the controllers still hold the state after step - 1, exactly what a checkpoint of
+        step - 1 is. After it, the weights are half-way into step `step`, and nothing is saved."""
         saved = ""
         done = self.state.step
         latest = self.run_dir / "checkpoints" / f"step-{done:06d}"
-        if done > 0 and not (latest / "trainer_state.json").is_file():
+        if getattr(self, "_optimizer_stepped", False):
+            last = resolve_checkpoint_or_none(self.run_dir)
+            saved = f" (continue from {last} with --resume {self.run_dir} once fixed)" if last else ""
+        elif self.accelerator.num_processes > 1:
+            pass  # the other processes are inside the step's collectives: a save would wait for them forever
+        elif done > 0 and not (latest / "trainer_state.json").is_file():
             try:
                 self.save_checkpoint()
                 saved = f" (steps up to {done} saved in {latest}; fix this and continue with --resume {self.run_dir})"
@@ -645,6 +651,11 @@ class Trainer:
 
         if getattr(self, "_crash_hooks", None) is None:
             self._crash_hooks = install_from_env(self)
+        if not getattr(self, "_watching_optimizer", False):
+            # Tells _save_after_bad_input whether an error came after this step changed the weights.
+            inner = getattr(self.optimizer, "optimizer", self.optimizer)
+            inner.register_step_post_hook(lambda *_: setattr(self, "_optimizer_stepped", True))
+            self._watching_optimizer = True
         old_handler = None
         try:
             old_handler = signal.signal(signal.SIGINT, self._on_sigint)
@@ -665,6 +676,7 @@ class Trainer:
                 self.evaluate(0)
             while self.state.step < total:
                 step = self.state.step
+                self._optimizer_stepped = False
                 try:
                     stats = self.train_step(step)
                 except DensecodeError as exc:
