@@ -34,8 +34,8 @@ def codegen_items(domain) -> list[tuple[dict, str, str]]:
 
 
 def codeio_items(domain) -> list[tuple[dict, str, str]]:
-    tasks = [t for t in domain.tasks("test", 30, seed=0) if t["canonical"].startswith("[[")][:1]
-    tasks += [t for t in domain.tasks("test", 30, seed=0) if t["canonical"].startswith("'")][:1]
+    tasks = [t for t in domain.tasks("test", 30, seed=0) if t["expected"].startswith("[[")][:1]
+    tasks += [t for t in domain.tasks("test", 30, seed=0) if t["expected"].startswith("'")][:1]
     lst, txt = tasks
     canon = lst["canonical"]
     digit = next(i for i, c in enumerate(canon) if c.isdigit() and i > 4)
@@ -43,7 +43,7 @@ def codeio_items(domain) -> list[tuple[dict, str, str]]:
         (lst, canon, "correct"),
         (lst, canon[:digit] + str((int(canon[digit]) + 1) % 10) + canon[digit + 1:], "a wrong item"),
         (lst, canon[: len(canon) // 2], "unfinished literal"),
-        (lst, "[(" + canon[2:], "a tuple where a list is"),
+        (lst, " [(" + canon[3:], "a tuple where a list is"),
         (txt, txt["canonical"], "correct"),
         (txt, txt["canonical"][:-3] + "zz'", "wrong end of a string"),
     ]

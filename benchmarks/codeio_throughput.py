@@ -5,9 +5,9 @@ judged in the parent -- vs one fresh python per answer running `assert CALL == A
     python benchmarks/codeio_throughput.py --tasks 100 --naive-limit 60   # quick size
 
 Each task gets one answer (every other one its canonical literal, the rest a wrong value) and nothing is cached: the
-timed path computes every task's value in the sandbox (one StdioJob per task, `compute_values` with its cache
-emptied) and then judges every answer (`CodeioDomain.score`: literal_eval, tolerant equality, the departure matcher),
-so it is the worst case of one answer per task. The judge-only rate (answers to tasks whose value is known, as in
+timed path computes every task's value in the sandbox (as the generator does: 16 calls per sandboxed program,
+`compute_values` with its cache emptied) and then judges every answer (`CodeioDomain.score`: literal_eval,
+tolerant equality, the departure matcher), so it is the worst case of one answer per task. The judge-only rate (answers to tasks whose value is known, as in
 training with several samples per prompt) is printed too. The naive baseline runs code + `assert CALL == ANSWER` as
 one fresh interpreter per answer, sequentially, with no isolation, on the first `--naive-limit` answers; the verdicts
 must agree (the tasks' values compare exactly, no float tolerance is needed).
@@ -48,6 +48,7 @@ def main() -> int:
 
     from densecode.domains import get_domain_class
     from densecode.domains.codeio import values
+    from densecode.domains.codeio.tasks import GENERATED_BATCH
     from densecode.eval.bench_records import emit, figure
     from densecode.sandbox import get_default_pool
 
@@ -58,7 +59,7 @@ def main() -> int:
     values._CACHE.clear()  # the timed run computes every value again
     start = time.perf_counter()
     computed = values.compute_values([(t["setup"], t["code"], t["call"]) for t in tasks], pool,
-                                     max_chars=max(len(t["canonical"]) for t in tasks))
+                                     max_chars=max(len(t["canonical"]) for t in tasks), batch=GENERATED_BATCH)
     records = domain.score(tasks, answers)
     full_s = time.perf_counter() - start
     start = time.perf_counter()

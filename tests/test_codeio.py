@@ -85,6 +85,9 @@ def test_judge_outcomes():
     ("'a\\x63c'", "abc", 5),  # ... but \x63 is c: the departure is at the "3"
     ("1e-07", 1e-7, None),
     ("[[1], [2, 4]]", [[1], [2, 3]], 10),
+    (" [1]", [1], None),  # leading whitespace is fine (the prompt ends at "==")
+    ("  ", [1], 2),  # only whitespace: departs at its end
+    ("", [1], 0),
 ])
 def test_departure(answer, want, where):
     assert departure(answer, want) == where
@@ -195,6 +198,25 @@ def test_values_are_computed_in_the_sandbox_and_kept_only_if_literal():
     assert out[5].ok and out[5].value is True  # the call really runs in another process
 
 
+def test_batched_values_match_single_runs_and_survive_a_crash():
+    from densecode.domains.codeio import values
+
+    code = "def f(x):\n    return [x] * 2\n"
+    items = [("", code, f"f({i})") for i in range(5)] + [("", "def g():\n    return 1 / 0\n", "g()"),
+                                                          ("", "def h():\n    import os\n    os._exit(3)\n", "h()"),
+                                                          ("", code, "f('z')"),
+                                                          ("", "def r(n):\n    return 1 if n < 2 else r(n - 1) * n\n",
+                                                           "r(5)")]
+    values._CACHE.clear()
+    batched = compute_values(items, batch=4)
+    values._CACHE.clear()
+    single = compute_values(items, batch=1)
+    assert [(c.ok, c.text) for c in batched] == [(c.ok, c.text) for c in single]
+    assert batched[0].text == "[0, 0]" and batched[7].text == "['z', 'z']" and batched[8].text == "120"
+    assert not batched[5].ok and "ZeroDivisionError" in batched[5].text
+    assert not batched[6].ok  # os._exit ended its batch: it was run alone, and the others still got their values
+
+
 def test_canonical_repr_is_stable():
     assert canonical_repr({"b", "a"}) == "{'a', 'b'}" and canonical_repr(set()) == "set()"
     assert canonical_repr((1,)) == "(1,)" and canonical_repr({"k": [1, (2,)]}) == "{'k': [1, (2,)]}"
@@ -211,7 +233,8 @@ def test_generator_is_deterministic_with_hash_splits():
     assert all(split_of(t["split_key"]) == "train" for t in a)
     assert all(split_of(t["split_key"]) == "test" for t in held)
     assert not {t["split_key"] for t in a} & {t["split_key"] for t in held}
-    assert all(t["prompt"].endswith(" == ") and t["prompt"].count("\nassert ") == 1 for t in a)
+    assert all(t["prompt"].endswith(" ==") and t["prompt"].count("\nassert ") == 1 for t in a)
+    assert all(t["canonical"] == " " + t["expected"] for t in a)  # the answer brings its leading space
     assert {t["level"] for t in held} == {1, 2, 3}
 
 
@@ -272,9 +295,9 @@ def test_loader_computes_values_and_rejects_rows_whose_reference_fails(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tasks = load_tasks(path)
-    assert [t["canonical"] for t in tasks] == ["3", "0", "49"]
+    assert [t["expected"] for t in tasks] == ["3", "0", "49"]
     assert tasks[0]["split"] == "train" and tasks[2]["split"] == split_of(plain["code"])
-    assert "\r" not in tasks[0]["prompt"] and tasks[0]["prompt"].endswith("assert add(1, 2) == ")
+    assert "\r" not in tasks[0]["prompt"] and tasks[0]["prompt"].endswith("assert add(1, 2) ==")
     rejected = [str(w.message) for w in caught if "rejected" in str(w.message)]
     assert len(rejected) == 1 and f"{path}:2: task 602/0 (sub(3, 1)) rejected: the reference returns 4" in rejected[0]
     with pytest.raises(DensecodeError, match=rf"{path}:2: task 602/0"):

@@ -157,11 +157,14 @@ def test_hostile_asserts_are_rejected_or_bounded(pool):
     loop = {"reference": "def spin(n):\n    while n != 0:\n        n -= 2\n    return n\n", "entry_point": "spin",
             "inputs": ["[4]"], "target_coverage": 1.0}
     response = ("assert spin.__globals__ is not None\nassert print('x') is None\nassert __import__('os')\n"
-                "assert (lambda: 1)()\nassert spin(3) == 0\nassert spin(4) == 0\n")
+                "assert (lambda: 1)()\nassert spin(3) == 0\nassert spin(4) == 0\nassert spin(10 ** 10 ** 6) == 0\n"
+                "assert len([0] * 10 ** 10) == 1\n")
     [report] = judge([loop], [response], pool)
     statuses = [a.status for a in report.asserts]
-    assert statuses == ["rejected"] * 4 + ["fails", "holds"]
+    assert statuses == ["rejected"] * 4 + ["fails", "holds", "fails", "fails"]
     assert "_Budget" in report.asserts[4].message  # the step budget stopped the endless loop
+    assert "_Budget" in report.asserts[6].message  # the CPU budget stopped the loop on a million-digit number
+    assert "MemoryError" in report.asserts[7].message  # the sandbox's memory limit
 
 
 # ----------------------------------------------------------------------------- token reward

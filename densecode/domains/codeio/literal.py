@@ -365,6 +365,8 @@ def departure(answer: str, want: Any, rel_tol: float = REL_TOL, abs_tol: float =
     None when the answer (trailing whitespace ignored) is a complete correct spelling; len(answer.rstrip()) when it
     is a correct but unfinished start."""
     text = answer.rstrip()
+    if not text:
+        return len(answer)  # only whitespace: a correct start that stops before the literal
     m = _Matcher(text, rel_tol, abs_tol)
     ends = m.value(want, m.ws(0))
     if len(text) in ends:

@@ -32,20 +32,23 @@ from densecode.jsonl import numbered, read_jsonl
 
 INSTRUCTION = "# Complete the assert with the value the call returns, written as a Python literal.\n"
 MAX_ANSWER_CHARS = 300  # longer values make no short-answer task
+GENERATED_BATCH = 16  # generated tasks (the families' own templates) computed 16 per sandboxed program
 HINT = ("MBPP rows (text, code, test_list), MBPP+ rows (prompt, entry_point, canonical_solution, base_input) or "
         "rows with 'code' and 'call' (optional 'setup'); e.g. ../shared/data/mbpp/mbpp.jsonl")
 
 
 def prompt_of(code: str, call: str, setup: str = "") -> str:
     shown = "\n".join(p.rstrip("\n") for p in (setup, code) if p.strip())
-    return f"{INSTRUCTION}{shown}\n\nassert {call} == "
+    # The prompt ends at "==": the answer brings its own leading space, as " [" or " 'a" are single tokens for
+    # byte-level BPE tokenizers (a prompt ending in a space would ask for a split no training text has).
+    return f"{INSTRUCTION}{shown}\n\nassert {call} =="
 
 
 def _task(code: str, call: str, setup: str, expected: str, **meta: Any) -> dict:
     prompt = prompt_of(code, call, setup)
     digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:12]
     return {"task_id": meta.pop("task_id", None) or f"codeio/{meta.get('family', 'real')}/{digest}", "prompt": prompt,
-            "code": code, "call": call, "setup": setup, "expected": expected, "canonical": expected, **meta}
+            "code": code, "call": call, "setup": setup, "expected": expected, "canonical": " " + expected, **meta}
 
 
 # ------------------------------------------------------------------------------------------------ generated
@@ -74,7 +77,8 @@ def generate_tasks(split: str, n: int, seed: int, families: list[Family], pool: 
                     break
         codes = [f"def {s.entry}({', '.join(s.args)}):\n{s.body()}" for s, _ in drafts]
         calls = [call_text(s, args) for s, args in drafts]
-        values = compute_values([("", c, call) for c, call in zip(codes, calls)], pool, MAX_ANSWER_CHARS)
+        values = compute_values([("", c, call) for c, call in zip(codes, calls)], pool, MAX_ANSWER_CHARS,
+                                batch=GENERATED_BATCH)
         for (spec, args), code, call, val in zip(drafts, codes, calls, values):
             if val.ok:  # a value too long for a short answer is skipped (the draw is deterministic either way)
                 oracle = expected(spec, args)

@@ -9,7 +9,8 @@ on a mutant kills it). The parent turns lines and arcs into coverage with covera
 An endless loop cannot stall the run: a traced call (the reference under an assert) raises `_Budget` after a step
 budget of line events (counted, so coverage stays deterministic); an untraced call (equivalence checks, asserts on
 mutants: tracing them would cost most of the run) raises `_Budget` after `call_cpu_s` of CPU time (a
-SIGVTALRM timer, re-armed until the call ends), and once the run has spent `total_cpu_s` the remaining mutant runs
+SIGVTALRM timer, re-armed until the call ends), the reference under an assert also stops after `assert_cpu_s` (a
+single step on huge numbers can take long), and once the run has spent `total_cpu_s` the remaining mutant runs
 are skipped (`truncated`). A call that raises `_Budget` counts as raising. The asserts it runs were checked by the parent to use only
 the reference's names and a few pure builtins (densecode.domains.testgen.asserts), so they cannot reach this module's
 state; the whole run is in the sandbox in any case.
@@ -154,6 +155,7 @@ def run(spec, early=None):
     budget = int(spec.get("step_budget", 100000))
     cpu_s = float(spec.get("call_cpu_s", 0.01))
     total_cpu_s = float(spec.get("total_cpu_s", 2.0))
+    assert_cpu_s = float(spec.get("assert_cpu_s", 1.0))
     started = time.process_time()
     entry = spec["entry"]
     mutant_files = ["<mutant%d>" % k for k in range(len(spec.get("mutants", [])))]
@@ -212,7 +214,7 @@ def run(spec, early=None):
                 continue
             tracer = Tracer(files, REF_FILE, budget)
             try:
-                with tracer:
+                with tracer, CpuGuard(assert_cpu_s):  # steps bound Python loops; CPU bounds big-number arithmetic
                     exec(code, ref_ns)
                 rec["holds"] = True
             except BaseException as exc:  # noqa: BLE001

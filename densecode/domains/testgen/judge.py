@@ -31,6 +31,7 @@ class JudgeOptions:
     step_budget: int = 100000  # line events of a reference call under an assert before it counts as raising
     call_cpu_s: float = 0.01  # CPU seconds of an untraced call (equivalence, mutant under an assert) before it raises
     total_cpu_s: float = 2.0  # CPU seconds per response; mutant runs past it are skipped (kills not counted)
+    assert_cpu_s: float = 1.0  # CPU seconds of the reference under one assert (a step on huge numbers is slow)
     timeout_s: float = 10.0
 
 
@@ -99,7 +100,8 @@ def build_program(task: dict, asserts: list[str], opts: JudgeOptions, status: li
     spec = {"reference": task["reference"], "entry": task["entry_point"],
             "mutants": list(_mutant_sources(task["reference"], opts.max_mutants)),
             "inputs": list(task.get("inputs") or []), "asserts": asserts, "status": status,
-            "step_budget": opts.step_budget, "call_cpu_s": opts.call_cpu_s, "total_cpu_s": opts.total_cpu_s}
+            "step_budget": opts.step_budget, "call_cpu_s": opts.call_cpu_s, "total_cpu_s": opts.total_cpu_s,
+            "assert_cpu_s": opts.assert_cpu_s}
     nonce = "@@testgen-" + secrets.token_hex(8) + "@@"
     program = f"{HARNESS_SOURCE}\n\nmain(json.loads({json.dumps(spec)!r}), {nonce!r})\n"
     return program, nonce
