@@ -198,7 +198,8 @@ def run(spec, early=None):
                     status = "hangs"  # dropped: a timeout kill says little and costs the most
                     break
                 if not _same(got, ref):
-                    status = "live"
+                    status = "live"  # one difference decides it (a later input that hangs is the budget's to stop)
+                    break
             out["mutants"].append(status)
             if status == "live":
                 live.append((k, ns))
