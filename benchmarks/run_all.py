@@ -109,6 +109,10 @@ BENCHES = [
           quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),
     Bench("commitmsg_throughput", "commitmsg: messages scored per second (ROUGE-L + chrF) vs one python each",
           quick_args=["--tasks", "300", "--naive-limit", "5"], quick_timeout_s=40),
+    Bench("codegen_throughput", "codegen: responses judged per second by hidden asserts vs one python each",
+          quick_args=["--tasks", "50", "--naive-limit", "20"], quick_timeout_s=40),
+    Bench("codeio_throughput", "codeio: answers judged per second (values run in the sandbox) vs one python each",
+          quick_args=["--tasks", "100", "--naive-limit", "20"], quick_timeout_s=40),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 

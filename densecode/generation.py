@@ -62,7 +62,6 @@ class Generation:
     finish_reason: str  # eos | stop | length
     grammar_fallbacks: int = 0
     sample_index: int = 0
-    stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
     # log softmax(logits / T) of each emitted token (no truncation, no grammar); the
     # EOS decision's own entry is `eos_policy_logprob` (EOS is not in token_ids).
     policy_logprobs: list[float] = field(default_factory=list)
@@ -70,6 +69,7 @@ class Generation:
     # With collect_hidden: the last layer's hidden state each token was sampled from
     # ([len(token_ids) (+1 with EOS), H], policy dtype): a value head's input, V(s_t).
     hidden: torch.Tensor | None = None
+    stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -167,9 +167,6 @@ def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, 
     return _draw(_truncate(logits, temperature, top_k, top_p), temperature, generator)
 
 
-MAX_RESAMPLES = 8
-
-
 def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Truncated logits restricted to `allowed`; the untruncated ones where that leaves nothing."""
     allowed = allowed.to(truncated.device)
@@ -179,67 +176,86 @@ def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor)
     return out
 
 
-def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, generator, positions=None):
-    """constrain: redraw tokens the grammar's parser rejects (the mask over-approximates).
+PROBE_BEFORE_MASK = 4  # candidates checked one by one before SynCode's mask is computed
 
-    `logits` [B or len(positions), V] are the (truncated, masked) logits each row draws
-    from; `positions` maps their rows to batch positions (None: all). Each rejected token
-    is removed and the row drawn again from the renormalised distribution, so the
-    recorded log-prob is that of the distribution finally used.
+
+def _first_accepted(grammar, row: int, logits: torch.Tensor, temperature: float, generator,
+                    mask_fn=None) -> int | None:
+    """An exact draw from softmax(logits / T) restricted to the tokens the parser accepts.
+
+    Gumbel-max order: sorting logits / T + Gumbel noise gives the order in which
+    repeated draws without replacement would come up, so the first token in that order
+    the parser accepts is distributed as the restricted distribution. Candidates are
+    checked in that order; after PROBE_BEFORE_MASK rejections `mask_fn()` (SynCode's
+    mask, a superset of the accepted tokens) skips candidates it rules out, which leaves
+    the first accepted token, hence the distribution, unchanged. At temperature 0 the
+    order is by logit (greedy).
     """
-    positions = list(range(len(alive))) if positions is None else positions
-    where = {b: i for i, b in enumerate(positions)}
-    for _ in range(MAX_RESAMPLES):
-        bad = [b for b in grammar.reject(alive, tokens.tolist()) if b in where]
-        if not bad:
-            break
-        index = torch.tensor([where[b] for b in bad], device=logits.device)
-        batch_index = torch.tensor(bad, device=logits.device)
-        logits[index, tokens[batch_index]] = float("-inf")
-        live = torch.isfinite(logits[index]).any(-1)
-        index, batch_index = index[live], batch_index[live]
-        if len(index) == 0:
-            break
-        new_tokens, new_logps = _draw(logits[index], temperature, generator)
-        tokens[batch_index], logps[batch_index] = new_tokens, new_logps
-    else:
-        # Still rejected after MAX_RESAMPLES draws: check every remaining candidate and
-        # draw from those the parser accepts (exact, and rare: the mask is rarely that loose).
-        for b in grammar.reject(alive, tokens.tolist()):
-            if b not in where:
-                continue
-            i = where[b]
-            candidates = torch.isfinite(logits[i]).nonzero().squeeze(-1).tolist()
-            ok = grammar.accepted(alive[b], candidates)
-            keep = torch.zeros_like(logits[i], dtype=torch.bool)
-            keep[[c for c, good in zip(candidates, ok) if good]] = True
-            if not bool(keep.any()):
-                continue  # nothing acceptable: the row keeps its token, verdict False
-            logits[i] = logits[i].masked_fill(~keep, float("-inf"))
-            new_token, new_logp = _draw(logits[i][None], temperature, generator)
-            tokens[b], logps[b] = new_token[0], new_logp[0]
+    finite = torch.isfinite(logits).nonzero().squeeze(-1)
+    if len(finite) == 0:
+        return None
+    keys = logits[finite]
+    if temperature > 0:
+        u = torch.rand(keys.shape, generator=generator, device=keys.device).clamp_(min=1e-20)
+        keys = keys / temperature - torch.log(-torch.log(u))
+    order = finite[torch.argsort(keys, descending=True)].tolist()
+    probe = order[:PROBE_BEFORE_MASK]
+    for tok, ok in zip(probe, grammar.accepted(row, probe)):
+        if ok:
+            return tok
+    rest = order[PROBE_BEFORE_MASK:]
+    if mask_fn is not None and rest:
+        mask = mask_fn()
+        if mask is not None:
+            allowed = mask.tolist()
+            rest = [t for t in rest if t < len(allowed) and allowed[t]]
+    for start in range(0, len(rest), 16):
+        candidates = rest[start:start + 16]
+        for tok, ok in zip(candidates, grammar.accepted(row, candidates)):
+            if ok:
+                return tok
+    return None
+
+
+def _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator, mask_fn=None):
+    """constrain: redraw the rows whose token the parser rejects, exactly from q restricted to A.
+
+    q = softmax(truncated / T) (truncation, and in "mask" mode SynCode's mask, already
+    applied); when no token of q's support is accepted, the untruncated `raw` logits.
+    The recorded log-prob is under the logits the token came from, without the tokens
+    the parser rejected this step.
+    """
+    for b in grammar.reject(alive, tokens.tolist()):
+        row = alive[b]
+        masker = (lambda b=b: mask_fn(b)) if mask_fn is not None else None
+        source = truncated[b].clone()
+        source[tokens[b]] = float("-inf")
+        tok = _first_accepted(grammar, row, source, temperature, generator, masker)
+        if tok is None:
+            source = raw[b].clone()
+            if mask_fn is not None and mask_fn(b) is not None:
+                source = source.masked_fill(~mask_fn(b).to(source.device), float("-inf"))
+            source[tokens[b]] = float("-inf")
+            tok = _first_accepted(grammar, row, source, temperature, generator, masker)
+        if tok is None:
+            continue  # nothing acceptable: the row keeps its token, verdict False
+        rejected = [t for t, v in grammar.rows[row].checked.items() if v is False]
+        if rejected:
+            source[rejected] = float("-inf")
+        scaled = source / temperature if temperature > 0 else source
+        tokens[b] = tok
+        logps[b] = torch.log_softmax(scaled, -1)[tok]
     return tokens, logps
 
 
 def _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature, generator):
-    """Keep draws the parser accepts; mask (SynCode) and redraw only the rejected rows."""
-    bad = grammar.reject(alive, tokens.tolist())
-    if not bad:
-        return tokens, logps
-    masks = grammar.masks(alive, bad, raw.shape[-1])
-    positions = [b for b, m in zip(bad, masks) if m is not None]  # None: that row fell back (unconstrained)
-    if not positions:
-        return tokens, logps
-    sub = torch.stack([_restrict(truncated[b], raw[b], m) for b, m in
-                       zip(bad, masks) if m is not None])
-    index = torch.tensor(positions, device=raw.device)
-    sub[torch.arange(len(positions), device=raw.device), tokens[index]] = float("-inf")  # known rejected
-    live = torch.isfinite(sub).any(-1)
-    if bool(live.any()):
-        rows = live.nonzero().squeeze(-1)
-        new_tokens, new_logps = _draw(sub[rows], temperature, generator)
-        tokens[index[rows]], logps[index[rows]] = new_tokens, new_logps
-    return _resample_rejected(grammar, alive, sub, tokens, logps, temperature, generator, positions)
+    """Keep draws the parser accepts; redraw only the rejected rows (mask computed only if needed)."""
+    vocab = raw.shape[-1]
+
+    def mask_fn(b):
+        return grammar.masks(alive, [b], vocab)[0]
+
+    return _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator, mask_fn)
 
 
 def _accepts_position_ids(model) -> bool:
@@ -312,7 +328,8 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         tokens, logps = _draw(truncated, temperature, generator)
         if grammar is not None and grammar.mode == "constrain":
             if grammar.masks_every_step:
-                tokens, logps = _resample_rejected(grammar, alive, truncated, tokens, logps, temperature, generator)
+                tokens, logps = _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature,
+                                                   generator, lambda b: grammar.rows[alive[b]].mask)
             else:
                 tokens, logps = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature,
                                                        generator)

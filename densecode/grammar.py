@@ -58,10 +58,10 @@ logger = logging.getLogger(__name__)
 GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
 CORRECTED_GRAMMAR = GRAMMAR_DIR / "python.lark"
 MODES = ("off", "check", "constrain")
-# At a line start: blank lines, comments, and tokens that carry the line's indentation
-# together with code (" return" for one-space indents); whether that indentation is
-# legal is left to the parser check every sampled token gets in constrain mode.
-_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*|[ \t]+[^ \t\r\n].*", re.DOTALL)
+# At a line start: blank lines, comments, whitespace (it may stay a blank line), and tokens
+# that carry the line's indentation together with code (" return" for one-space indents);
+# whether that indentation is legal is left to the parser check every sampled token gets.
+_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*|[ \t]+[^ \t\r\n].*|[ \t]+", re.DOTALL)
 _WHITESPACE_WITH_NEWLINE = re.compile(r"[ \t]*(\r?\n[ \t]*)+")
 _STRING_PREFIXES = {"r", "u", "b", "f", "br", "rb", "fr", "rf"}
 _FENCES = ("```python\n", "```py\n", "```Python\n", "```\n")
@@ -448,8 +448,11 @@ class GrammarProcessor:
         self.byte_tokenizer = self.processor.byte_tokenizer
         self.eos_ids = sorted({i for i in [tokenizer.eos_token_id] if i is not None})
         self.rows: list[_RowState] = []
-        self._token_bytes: dict[int, bytes] = {}
-        self._fsm_terminals: dict[bytes, frozenset] = {}
+        # Shared by every GrammarProcessor of this (tokenizer, grammar): a training run makes
+        # one per rollout, and these only depend on the tokenizer and the grammar.
+        shared = self.processor.__dict__.setdefault("_densecode_shared_caches", ({}, {}))
+        self._token_bytes: dict[int, bytes] = shared[0]
+        self._fsm_terminals: dict[bytes, frozenset] = shared[1]
 
     @property
     def masks_every_step(self) -> bool:
@@ -511,8 +514,21 @@ class GrammarProcessor:
     def token_is_valid(self, row: _RowState, token_id: int) -> bool:
         """syncode's own `is_valid` test of one token: is code + token a viable prefix?"""
         code, remainder = split_utf8(self._data(row) + self._bytes_of(token_id))
+        code = row.prefix + code
+        if self._viable(row, code, remainder):
+            return True
+        if self.syncode_fixes and not remainder:
+            # Whitespace after the last line break can still become a blank line, whatever
+            # its depth; syncode reads it as the next line's indentation and rejects a
+            # deeper one (a whitespace-only line indented past its block, as in MBPP).
+            head, newline, tail = code.rpartition("\n")
+            if newline and tail and not tail.strip(" \t"):
+                return self._viable(row, head + newline, b"")
+        return False
+
+    def _viable(self, row: _RowState, code: str, remainder: bytes) -> bool:
         try:
-            result = self.parse(row.parser, row.prefix + code, remainder)
+            result = self.parse(row.parser, code, remainder)
         except Exception:  # noqa: BLE001 - any syncode parser error means: not a viable prefix
             return False
         return self._is_valid_prefix(result)

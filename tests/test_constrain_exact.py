@@ -45,7 +45,8 @@ def _draws(tok, logits, strategy, temperature, top_k, top_p, seed):
         grammar.rows[0].mask = mask
         truncated = torch.stack([_restrict(truncated[0], raw[0], mask)] * N_DRAWS)
         tokens, logps = _draw(truncated, temperature, generator)
-        tokens, _ = _resample_rejected(grammar, alive, truncated, tokens, logps, temperature, generator)
+        tokens, _ = _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator,
+                                       lambda b: mask)
     else:
         tokens, logps = _draw(truncated, temperature, generator)
         tokens, _ = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature, generator)

@@ -425,3 +425,25 @@ def test_algo_sections_are_typed():
         load_config(None, ["algo.grpo.sequence_reward=max"])
     with pytest.raises(ConfigError, match="unknown key 'algo.ppo.group_size'"):
         load_config(None, ["algo.ppo.group_size=4"])
+
+
+# ------------------------------------------------------------------ 3. the paper's repetition test can fire
+
+
+def test_repetition_window_that_can_never_fire_warns():
+    import warnings
+
+    from densecode.config import load_config
+
+    for name in ("robotics-grpo", "code-grpo"):  # the shipped configs: 2 x 64 <= max_new_tokens 128
+        cfg = load_config(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert GRPOAlgorithm.from_config(cfg.algo, cfg.generation).repetition_test == "paper"
+    cfg = load_config("robotics-grpo", ["generation.max_new_tokens=80"])
+    with pytest.warns(UserWarning, match="no response can be repetitive; set repetition_window <= 40"):
+        GRPOAlgorithm.from_config(cfg.algo, cfg.generation)
+    cfg = load_config("robotics-grpo", ["generation.max_new_tokens=80", "algo.grpo.repetition_test=any_period"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GRPOAlgorithm.from_config(cfg.algo, cfg.generation)

@@ -102,8 +102,8 @@ class RolloutBatch:
 
 def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_tokens: int, temperature: float,
                      top_p: float, top_k: int, grammar: str, stop: list[str], batch_size: int, seed: int,
-                     progress: bool = False, collect_hidden: bool = True,
-                     grammar_options: dict | None = None) -> list[Response]:
+                     progress: bool = False, grammar_options: dict | None = None,
+                     collect_hidden: bool = True) -> list[Response]:
     """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode).
 
     Each response carries the sampling pass's own policy log-probs and hidden states,
@@ -113,7 +113,7 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
 
     gens = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, grammar=grammar, stop=stop, batch_size=batch_size, seed=seed,
-                    progress=progress, collect_hidden=collect_hidden, grammar_options=grammar_options)
+                    progress=progress, grammar_options=grammar_options, collect_hidden=collect_hidden)
     responses = []
     for g in gens:
         policy = list(g.policy_logprobs)
@@ -125,9 +125,9 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
             finish_reason=str(g.finish_reason),
             completion=g.completion,
             grammar_verdicts=list(g.grammar_verdicts) if getattr(g, "grammar_verdicts", None) is not None else None,
-            stop_token_id=getattr(g, "stop_token_id", None),
             policy_logprobs=policy if temperature > 0 else None,
             hidden=g.hidden,
+            stop_token_id=getattr(g, "stop_token_id", None),
         ))
     return responses
 
