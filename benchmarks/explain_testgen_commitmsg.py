@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from explain_screenshot import load_tokenizer, screenshot  # noqa: E402
+from explain_screenshot import load_tokenizer, screenshot
 
 
 def testgen_responses(tasks: list[dict]) -> list[str]:
@@ -32,7 +32,7 @@ def testgen_responses(tasks: list[dict]) -> list[str]:
 def commitmsg_responses(tasks: list[dict]) -> list[str]:
     from densecode.domains.commitmsg.edits import MESSAGES
 
-    a, b, c = tasks
+    a, b, _ = tasks
     paraphrases = [p for p in MESSAGES[b["op"]][1] if p]
     other = next((p for p in paraphrases if p.split()[0] not in b["reference"]), paraphrases[-1])
     fn = b["diff"].split("\n")[3].split("def ", 1)[-1].split("(")[0].strip(" +-") or "f"

@@ -18,10 +18,10 @@ import subprocess
 import sys
 import time
 
-from densecode.domains.testgen.generator import generate_tasks
 from densecode.domains.testgen import judge as judge_mod
-from densecode.domains.testgen.judge import JudgeOptions, _result_line, build_program, judge
 from densecode.domains.testgen.asserts import parse_asserts
+from densecode.domains.testgen.generator import generate_tasks
+from densecode.domains.testgen.judge import JudgeOptions, _result_line, build_program, judge
 from densecode.eval.bench_records import emit, figure
 from densecode.sandbox import SandboxPool
 
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     for t, resp, rep in tqdm(list(zip(tasks, responses, reports))[:n_naive], desc="naive", unit="prog"):
         asserts = [p.source for p in parse_asserts(resp, t["reference"]) if p.valid]
         program, nonce = build_program(t, asserts, opts)
-        proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+        proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False,
                               stdin=subprocess.DEVNULL)
         data = _result_line(proc.stdout, nonce)
         holds = [a["holds"] for a in (data or {}).get("asserts", [])]

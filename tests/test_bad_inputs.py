@@ -223,3 +223,24 @@ def test_resume_directory_from_a_different_config(tiny_model_dir, tmp_path, caps
     assert f"--resume {run / 'checkpoints' / 'step-000001'}" in line
     assert "algo: 'ppo' in the checkpoint, 'grpo' now" in line and "another --output-dir" in line
     assert _snapshot(run) == before  # config.yaml, checkpoint and metrics untouched
+
+
+def test_bad_input_after_the_update_saves_nothing_half_done(tiny_model_dir, tmp_path):
+    """An error raised after the step's optimizer step must not be checkpointed as the previous step."""
+    from test_train import make_cfg, make_trainer
+
+    from densecode.errors import DensecodeError
+    from densecode.rl.trainer import resolve_checkpoint_or_none
+
+    tr = make_trainer(make_cfg(tiny_model_dir, tmp_path), tmp_path)
+    real = tr._rollout_stats  # runs after update() in train_step
+
+    def fails_in_step_two(batch):
+        if tr.state.step == 1:
+            raise DensecodeError("a late problem")
+        return real(batch)
+
+    tr._rollout_stats = fails_in_step_two
+    with pytest.raises(DensecodeError, match=r"^step 2: a late problem$"):
+        tr.train(steps=3)
+    assert resolve_checkpoint_or_none(tmp_path) is None  # step 1 + half of step 2 is not "step 1"

@@ -104,7 +104,7 @@ def test_every_operator_makes_valid_code_and_its_message_names_the_change():
         before = "\n".join(ln[1:] for ln in t["diff"].split("\n")[3:] if ln[:1] in (" ", "-"))
         after = "\n".join(ln[1:] for ln in t["diff"].split("\n")[3:] if ln[:1] in (" ", "+"))
         assert before != after  # (the generator parses both whole functions: a broken edit raises there)
-    for op, (level, paraphrases) in MESSAGES.items():
+    for level, paraphrases in MESSAGES.values():
         assert level in (1, 2, 3) and len(paraphrases) >= 3
 
 

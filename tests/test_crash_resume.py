@@ -25,19 +25,19 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 6
 
-# (DENSECODE_CRASH_AT, what the next --resume must start from). save_every=2: checkpoints at steps 2 and 4
-# (and 6, the end), so metrics rows for steps 3 and 5 are written after the last checkpoint before some kills.
+# (DENSECODE_CRASH_AT, the checkpoint the next --resume starts from). save_every=2: checkpoints at steps 2, 4 and
+# 6 (the end), so metrics rows for steps 3 and 5 are on disk beyond the last checkpoint before some kills.
 SCHEDULE = [
     ("sample:1:2", 0),       # mid-generation of the first step: no checkpoint yet, restart at 0
     ("reward:1:1", 0),       # one program of the sandbox batch done, the rest queued/running
     ("update:2:1", 0),       # after the first optimizer step of step 2 (weights half-updated in memory)
     ("checkpoint:2:1", 0),   # .tmp-step-000002 holds the model only
     ("checkpoint:2:3", 0),   # .tmp-step-000002 complete, not yet renamed
-    ("checkpoint:2:4", 2),   # renamed to step-000002, `latest` not written: found anyway
-    ("sample:3:1", 2),
+    ("checkpoint:2:4", 2),   # renamed to step-000002, no `latest` yet: the newest complete step-N is used
+    ("sample:3:1", 2),       # (the resume above pointed `latest` at step-000002)
     ("reward:4:2", 2),       # metrics/rollouts of step 3 on disk beyond the checkpoint: trimmed on resume
-    ("checkpoint:4:5", 4),   # new `latest` in its temp file only: step-000004 is complete, so it is used
-    ("update:5:2", 4),
+    ("checkpoint:4:5", 2),   # step-000004 complete, `latest` still names step-000002: that one is used
+    ("update:5:2", 4),       # (step-000004 was written again over the old copy, `latest` moved on)
     ("checkpoint:6:2", 4),   # the final save, optimizer written, no trainer_state.json
 ]
 
@@ -82,8 +82,8 @@ def _wait_for_group_gone(pgid: int, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
-def _check_checkpoints_loadable(run: Path) -> list[int]:
-    """Every step-N directory is complete and loads; returns the steps present."""
+def _check_checkpoints_loadable(run: Path, resume_point: int) -> list[int]:
+    """Every step-N directory is complete and loads; --resume would start from `resume_point`; the steps present."""
     from safetensors.torch import load_file
 
     from densecode.rl.trainer import resolve_checkpoint
@@ -96,8 +96,10 @@ def _check_checkpoints_loadable(run: Path) -> list[int]:
         torch.load(d / "optimizer.pt", map_location="cpu", weights_only=False)
         torch.load(d / "rng.pt", map_location="cpu", weights_only=False)
         steps.append(meta["step"])
-    if steps:
-        assert resolve_checkpoint(run).name == f"step-{max(steps):06d}"
+    if resume_point:
+        assert resolve_checkpoint(run).name == f"step-{resume_point:06d}"
+    else:
+        assert not steps
     return steps
 
 
@@ -113,18 +115,17 @@ def test_training_killed_eleven_times_ends_with_the_uninterrupted_weights(tiny_m
         (tmp_path / "ref.log").read_text()[-3000:]
 
     first = True
-    for crash_at, resumes_from in SCHEDULE:
+    for crash_at, resume_point in SCHEDULE:
         log = tmp_path / f"{crash_at.replace(':', '_')}.log"
         rc = _run(_train_cmd(tiny_model_dir, run, resume=not first), crash_at, log)
         first = False
         assert rc == -signal.SIGKILL, f"{crash_at}: expected the trainer to be SIGKILLed there, got rc {rc}\n" \
                                       + log.read_text()[-3000:]
-        steps = _check_checkpoints_loadable(run)
-        assert max(steps, default=0) == resumes_from, (crash_at, steps)
+        _check_checkpoints_loadable(run, resume_point)
     # The last session runs to the end without a crash point.
     log = tmp_path / "final.log"
     assert _run(_train_cmd(tiny_model_dir, run, resume=True), None, log) == 0, log.read_text()[-3000:]
-    assert _check_checkpoints_loadable(run) == [2, 4, 6]
+    assert _check_checkpoints_loadable(run, STEPS) == [2, 4, 6]
     assert not list((run / "checkpoints").glob(".tmp-*")) and not list((run / "checkpoints").glob(".old-*"))
 
     # Each step's metrics and rollouts exactly once, equal to the uninterrupted run's.

@@ -447,3 +447,16 @@ def test_repetition_window_that_can_never_fire_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         GRPOAlgorithm.from_config(cfg.algo, cfg.generation)
+
+
+@pytest.mark.parametrize("domain", ["robotics", "code", "codegen"])
+def test_algo_grpo_has_a_grpo_config_per_domain(domain):
+    from densecode.cli.train import resolve_config
+    from densecode.rewards import effective_weights
+
+    args = SimpleNamespace(config=None, overrides=[], domain=domain, model=None, algo="grpo", resume=None,
+                           output_dir=None, steps=None)
+    cfg, path, _ = resolve_config(args)
+    assert str(path).endswith(f"{domain}-grpo.yaml") and cfg.algo.name == "grpo"
+    assert cfg.algo.grpo.sequence_reward == "outcome" and cfg.algo.grpo.truncation_evidence == "cut_proof"
+    assert effective_weights(cfg.reward, cfg.domain)["kl"] == 0.0  # MicroCoder: beta = 0

@@ -94,11 +94,11 @@ def test_canonical_asserts_pass_their_judge_on_1000_train_tasks(pool):
 
 PROGRAMS = [
     (SIGN, "assert sign(3) == 1\nassert sign(0) == 0\n"),
-    ("def f(xs, k):\n    out = []\n    for x in xs:\n        if x > k:\n            out.append(x)\n"
-     "        elif x == k:\n            continue\n    while k > 0:\n        k -= 2\n    return [y for y in out\n"
-     "            if y % 2]\n", "assert f([1, 5, 2, 7], 2) == [5, 7]\nassert f([], 0) == []\n"),
-    ("def g(n):\n    try:\n        return 10 // n\n    except ZeroDivisionError:\n        return None\n"
-     "def h(n):\n    return g(n) if n else g(n)\n", "assert h(2) == 5\nassert h(0) is None\n"),
+    (("def f(xs, k):\n    out = []\n    for x in xs:\n        if x > k:\n            out.append(x)\n"
+      "        elif x == k:\n            continue\n    while k > 0:\n        k -= 2\n    return [y for y in out\n"
+      "            if y % 2]\n"), "assert f([1, 5, 2, 7], 2) == [5, 7]\nassert f([], 0) == []\n"),
+    (("def g(n):\n    try:\n        return 10 // n\n    except ZeroDivisionError:\n        return None\n"
+      "def h(n):\n    return g(n) if n else g(n)\n"), "assert h(2) == 5\nassert h(0) is None\n"),
     ("def gen(n):\n    for i in range(n):\n        yield i * 2\ndef total(n):\n    return sum(gen(n))\n",
      "assert total(3) == 6\n"),
 ]
@@ -113,20 +113,20 @@ def test_settrace_tracer_matches_coverage_py(reference, asserts, tmp_path):
     cov = coverage.Coverage(data_file=None, branch=True, include=[str(path)])
     cov.start()
     try:
-        exec(compile(source, str(path), "exec"), {"__name__": "prog"})
+        exec(compile(source, str(path), "exec"), {"__name__": "prog"})  # noqa: S102 - our own test program
     finally:
         cov.stop()
     data = cov.get_data()
     tracer = Tracer([str(path)], str(path), budget=10 ** 6)
     with tracer:
-        exec(compile(source, str(path), "exec"), {"__name__": "prog"})
+        exec(compile(source, str(path), "exec"), {"__name__": "prog"})  # noqa: S102 - our own test program
     assert tracer.lines == set(data.lines(str(path)))
     assert tracer.arcs == set(data.arcs(str(path)))
     # Our numbers with nothing left out are coverage.py's own total.
     shape = code_shape(source)
     lines, arcs = shape.covered(tracer.lines, tracer.arcs)
     ours = coverage_numbers(shape, set(), lines, arcs)
-    theirs = cov._analyze(str(path)).numbers  # noqa: SLF001 - the Numbers coverage.py reports
+    theirs = cov._analyze(str(path)).numbers
     assert ours.total * 100 == pytest.approx(theirs.pc_covered)
     assert ours.n_statements == theirs.n_statements and ours.n_branches == theirs.n_branches
 
@@ -306,8 +306,8 @@ def test_eval_domain_canonical_and_model(tiny_model_dir, tmp_path):
     assert main(["eval", "--domain", "testgen", "--model", str(tiny_model_dir), "--tasks", "3", "--max-new-tokens",
                  "8", "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert len(results["tasks"]) == 3 and set(results["outcomes"]) <= set(
-        ("success", "incomplete", "failing_assert", "no_asserts", "judge_error"))
+    assert len(results["tasks"]) == 3 and set(results["outcomes"]) <= {
+        "success", "incomplete", "failing_assert", "no_asserts", "judge_error"}
 
 
 def test_shared_task_finds_its_mutants_once_with_the_same_verdicts(pool):

@@ -577,12 +577,18 @@ class Trainer:
         """Bad input met inside step `step` (a prompt too long, a task the reward cannot judge): the steps done
         since the last checkpoint are saved first, so fixing the input and `--resume` loses nothing.
 
-        A DensecodeError comes from sampling or rewards, before the step's update: the model, the optimizer and
-        the controllers still hold the state after step - 1, exactly what a checkpoint of step - 1 is."""
+        Only when the error came before the step's first optimizer step (sampling, rewards): then the model,
+        the optimizer and the controllers still hold the state after step - 1, exactly what a checkpoint of
+        step - 1 is. After it, the weights are half-way into step `step`, and nothing is saved."""
         saved = ""
         done = self.state.step
         latest = self.run_dir / "checkpoints" / f"step-{done:06d}"
-        if done > 0 and not (latest / "trainer_state.json").is_file():
+        if getattr(self, "_optimizer_stepped", False):
+            last = resolve_checkpoint_or_none(self.run_dir)
+            saved = f" (continue from {last} with --resume {self.run_dir} once fixed)" if last else ""
+        elif self.accelerator.num_processes > 1:
+            pass  # the other processes are inside the step's collectives: a save would wait for them forever
+        elif done > 0 and not (latest / "trainer_state.json").is_file():
             try:
                 self.save_checkpoint()
                 saved = f" (steps up to {done} saved in {latest}; fix this and continue with --resume {self.run_dir})"
@@ -591,6 +597,19 @@ class Trainer:
         elif done > 0:
             saved = f" (checkpoint {latest} holds the steps done; fix this and continue with --resume {self.run_dir})"
         return DensecodeError(f"step {step}: {exc}{saved}")
+
+    def _point_latest_at(self, path: Path) -> None:
+        """This run continues from `path`: make `latest` say so (it was missing after a kill between a
+        checkpoint's rename and the pointer's, or names a later checkpoint of an abandoned continuation)."""
+        ckpt_root = self.run_dir / "checkpoints"
+        if not self.is_main or path.parent.resolve() != ckpt_root.resolve():
+            return
+        latest = ckpt_root / "latest"
+        if latest.is_file() and latest.read_text().strip() == path.name:
+            return
+        _write_durable(ckpt_root / ".tmp-latest", path.name + "\n")
+        os.replace(ckpt_root / ".tmp-latest", latest)
+        _fsync_dir(ckpt_root)
 
     def _crash_point(self, phase: str, stage: int) -> None:
         """The crash-safety test's hook (densecode.rl.crashpoints); a no-op unless DENSECODE_CRASH_AT is set."""
@@ -623,6 +642,7 @@ class Trainer:
             raise DensecodeError(f"checkpoint {path}: unreadable trainer_state.json ({exc}); resume from an "
                                  "earlier checkpoints/step-N directory") from None
         check_resumable(path, meta, self.cfg)
+        self._point_latest_at(path)
         pv = self.unwrapped
         if meta.get("lora") != is_peft_model(pv.policy):
             raise DensecodeError(f"checkpoint {path} was trained with lora.enabled={meta.get('lora')}; "
@@ -669,6 +689,11 @@ class Trainer:
 
         if getattr(self, "_crash_hooks", None) is None:
             self._crash_hooks = install_from_env(self)
+        if not getattr(self, "_watching_optimizer", False):
+            # Tells _save_after_bad_input whether an error came after this step changed the weights.
+            inner = getattr(self.optimizer, "optimizer", self.optimizer)
+            inner.register_step_post_hook(lambda *_: setattr(self, "_optimizer_stepped", True))
+            self._watching_optimizer = True
         old_handler = None
         try:
             old_handler = signal.signal(signal.SIGINT, self._on_sigint)
@@ -689,6 +714,7 @@ class Trainer:
                 self.evaluate(0)
             while self.state.step < total:
                 step = self.state.step
+                self._optimizer_stepped = False
                 try:
                     stats = self.train_step(step)
                 except DensecodeError as exc:
@@ -786,8 +812,10 @@ def _set_rng_state(state: dict) -> None:
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint dir, or a run dir / checkpoints dir whose `latest` names one.
 
-    When `latest` is missing or names no complete checkpoint (a kill between the checkpoint's rename and
-    the pointer's), the newest complete checkpoints/step-N is used: only complete ones ever get that name."""
+    `latest` wins over a newer step-N (a kill after that checkpoint's rename but before the pointer's update:
+    the run continues from the previous one, which is safe; step-N is rewritten when reached again). Only
+    when `latest` is missing or names no complete checkpoint is the newest complete checkpoints/step-N used:
+    only complete checkpoints ever get that name (load_checkpoint then points `latest` at it)."""
     path = Path(path)
     if (path / "trainer_state.json").is_file():
         return path

@@ -107,6 +107,10 @@ def _env_checker(backend: GymProgramBackend, report: CheckReport) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
+            # The checker samples actions: seed the spaces so the same env gets the same verdict in every run.
+            for space in (getattr(env, "action_space", None), getattr(env, "observation_space", None)):
+                if space is not None:
+                    space.seed(0)
             check_env(getattr(env, "unwrapped", env), skip_render_check=True)
         except Exception as exc:  # noqa: BLE001 - any failure of the checker is the env's
             report.problems.append(f"tasks.simulator {backend.simulator!r} fails gymnasium's env checker: "

@@ -35,7 +35,7 @@ class CommitmsgDomain(Domain):
     Options = CommitmsgOptions
     default_weights: ClassVar[dict[str, float]] = {"commitmsg": 1.0, "kl": 0.1}
     components: ClassVar[dict[str, str]] = {"commitmsg": "densecode.domains.commitmsg.reward:CommitmsgComponent"}
-    stop = ["\n", "<|"]
+    stop: ClassVar[list[str]] = ["\n", "<|"]
     headline_metric = "rouge_l"
     sampled_metric_names = ("success_rate", "rouge_l", "chrf")
 

@@ -41,7 +41,7 @@ class TestgenDomain(Domain):
     # and pay for asserts that test nothing.
     default_component_options: ClassVar[dict[str, dict]] = {"syntax": {"spread": "split"}}
     components: ClassVar[dict[str, str]] = {"testgen": "densecode.domains.testgen.reward:TestgenComponent"}
-    stop = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```", "\nif __name__", "\n<|"]
+    stop: ClassVar[list[str]] = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```", "\nif __name__", "\n<|"]
     headline_metric = "coverage"
     sampled_metric_names = ("success_rate", "coverage", "mutation_score")
 

@@ -1,19 +1,20 @@
 """The testgen harness: its source text is the program the sandbox runs (it imports nothing from densecode).
 
 `run(spec)` loads the reference and its mutants into separate namespaces, finds the mutants that behave like the
-reference on the task's sample inputs (equivalent: dropped; so are those that exceed the CPU budget on a sample input), then executes each assert against the reference under a
-`sys.settrace` tracer that records lines and arcs exactly as coverage.py's Python tracer does (entry arcs
-`(-first_line, line)`, exit arcs `(line, -first_line)`), and against each live mutant (an assert that fails or raises
-on a mutant kills it). The parent turns lines and arcs into coverage with coverage.py's own static analysis.
+reference on the task's sample inputs (equivalent: dropped; so are those that exceed the CPU budget on a sample
+input before any difference), then executes each assert against the reference under a `sys.settrace` tracer that
+records lines and arcs exactly as coverage.py's Python tracer does (entry arcs `(-first_line, line)`, exit arcs
+`(line, -first_line)`), and against each live mutant (an assert that fails or raises on a mutant kills it). The
+parent turns lines and arcs into coverage with coverage.py's own static analysis.
 
 An endless loop cannot stall the run: a traced call (the reference under an assert) raises `_Budget` after a step
 budget of line events (counted, so coverage stays deterministic); an untraced call (equivalence checks, asserts on
 mutants: tracing them would cost most of the run) raises `_Budget` after `call_cpu_s` of CPU time (a
 SIGVTALRM timer, re-armed until the call ends), the reference under an assert also stops after `assert_cpu_s` (a
 single step on huge numbers can take long), and once the run has spent `total_cpu_s` the remaining mutant runs
-are skipped (`truncated`). A call that raises `_Budget` counts as raising. The asserts it runs were checked by the parent to use only
-the reference's names and a few pure builtins (densecode.domains.testgen.asserts), so they cannot reach this module's
-state; the whole run is in the sandbox in any case.
+are skipped (`truncated`). A call that raises `_Budget` counts as raising. The asserts it runs were checked by the
+parent to use only the reference's names and a few pure builtins (densecode.domains.testgen.asserts), so they
+cannot reach this module's state; the whole run is in the sandbox in any case.
 """
 
 import ast
@@ -144,7 +145,7 @@ def _load(source, filename, cpu_s, tracer=None):
     ns = {"__name__": "__testgen__"}
     code = compile(source, filename, "exec")
     with tracer if tracer is not None else CpuGuard(cpu_s):
-        exec(code, ns)
+        exec(code, ns)  # noqa: S102 - the reference or a mutant, inside the sandbox
     return ns
 
 
@@ -158,7 +159,7 @@ def run(spec, early=None):
     assert_cpu_s = float(spec.get("assert_cpu_s", 1.0))
     started = time.process_time()
     entry = spec["entry"]
-    mutant_files = ["<mutant%d>" % k for k in range(len(spec.get("mutants", [])))]
+    mutant_files = [f"<mutant{k}>" for k in range(len(spec.get("mutants", [])))]
     files = [REF_FILE] + mutant_files
     out = {"baseline": [], "asserts": [], "mutants": []}
     saved_stdout, saved_stderr = sys.stdout, sys.stderr
@@ -168,7 +169,7 @@ def run(spec, early=None):
         try:
             ref_ns = _load(spec["reference"], REF_FILE, cpu_s, tracer=base)
         except BaseException as exc:  # noqa: BLE001
-            out["error"] = "the reference failed to load: %s" % _describe(exc)
+            out["error"] = f"the reference failed to load: {_describe(exc)}"
             return out
         out["baseline"] = sorted(base.lines)
         fn = ref_ns.get(entry)
@@ -198,7 +199,8 @@ def run(spec, early=None):
                     status = "hangs"  # dropped: a timeout kill says little and costs the most
                     break
                 if not _same(got, ref):
-                    status = "live"
+                    status = "live"  # one difference decides it (a later input that hangs is the budget's to stop)
+                    break
             out["mutants"].append(status)
             if status == "live":
                 live.append((k, ns))
@@ -215,7 +217,7 @@ def run(spec, early=None):
             tracer = Tracer(files, REF_FILE, budget)
             try:
                 with tracer, CpuGuard(assert_cpu_s):  # steps bound Python loops; CPU bounds big-number arithmetic
-                    exec(code, ref_ns)
+                    exec(code, ref_ns)  # noqa: S102 - a checked assert, inside the sandbox
                 rec["holds"] = True
             except BaseException as exc:  # noqa: BLE001
                 rec["error"] = _describe(exc)
@@ -229,7 +231,7 @@ def run(spec, early=None):
                     break
                 try:
                     with CpuGuard(cpu_s):
-                        exec(code, ns)
+                        exec(code, ns)  # noqa: S102 - a checked assert on a mutant, inside the sandbox
                 except BaseException:  # noqa: BLE001 - failing or raising on the mutant kills it
                     rec["kills"].append(k)
         return out

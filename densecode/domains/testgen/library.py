@@ -143,7 +143,7 @@ def sample_arg(kind: str, rng: random.Random):
     if kind == "int_list":
         return [rng.randint(-9, 9) for _ in range(rng.randint(0, 6))]
     if kind == "sorted_list":
-        return sorted(rng.sample(range(0, 10), rng.randint(0, 6)))
+        return sorted(rng.sample(range(10), rng.randint(0, 6)))
     if kind == "word":
         return "".join(rng.choice("abeiou") for _ in range(rng.randint(0, 6)))
     if kind == "palin":

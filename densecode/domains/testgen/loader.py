@@ -3,8 +3,9 @@ answer.
 
 A row needs `code` and `test_list` (MBPP fields; `test_setup_code` is prepended to the reference). The entry point is
 the function the first test calls; the sample inputs for the mutants' equivalence check are the literal arguments of
-the tests' calls plus random perturbations of them (`random_sample`). Every canonical answer is judged in the sandbox at load: a row whose asserts do not all hold on
-its reference (or fall outside the test language) is rejected with a `file:line: ...` reason, never trained on.
+the tests' calls plus random perturbations of them (`random_sample`). Every canonical answer is judged in the
+sandbox at load: a row whose asserts do not all hold on its reference (or fall outside the test language) is
+rejected with a `file:line: ...` reason, never trained on.
 `target_coverage` is what MBPP's asserts reach; `level` follows the reference's branching (`level_of`).
 """
 
@@ -111,8 +112,9 @@ def task_from_row(row: dict, where: str) -> dict:
     entry = _entry_point(tests, reference, where)
     task_id = row.get("task_id", hashlib.sha256(reference.encode()).hexdigest()[:12])
     return {"task_id": f"testgen/mbpp/{task_id}", "prompt": format_prompt(reference), "reference": reference,
-            "entry_point": entry, "inputs": random_sample(_calls_of(tests, entry), f"mbpp:{task_id}"), "canonical": "\n".join(tests) + "\n",
-            "target_coverage": 1.0, "level": level_of(reference), "family": "mbpp", "split": split_of(reference), "where": where}
+            "entry_point": entry, "inputs": random_sample(_calls_of(tests, entry), f"mbpp:{task_id}"),
+            "canonical": "\n".join(tests) + "\n", "target_coverage": 1.0, "level": level_of(reference),
+            "family": "mbpp", "split": split_of(reference), "where": where}
 
 
 def load_tasks(path: str | Path, *, limit: int = 0, pool=None, opts: JudgeOptions | None = None,
@@ -163,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n} accepted, {len(rejected)} rejected")
     for line in rejected:
         print("  " + line)
+    line = sum(r.coverage.line for r in reports) / n
+    branch = sum(r.coverage.branch for r in reports) / n
     print(f"canonical asserts: coverage {sum(r.coverage.total for r in reports) / n:.3f} "
-          f"(line {sum(r.coverage.line for r in reports) / n:.3f}, branch {sum(r.coverage.branch for r in reports) / n:.3f}), "
+          f"(line {line:.3f}, branch {branch:.3f}), "
           f"mutation score {sum(r.mutation_score for r in reports) / n:.3f}, "
           f"live mutants per task {sum(r.n_mutants for r in reports) / n:.1f}")
     return 0
