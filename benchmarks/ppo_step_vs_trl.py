@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -87,7 +88,11 @@ def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int
     return times, [args.batch * args.length] * len(times)
 
 
-def densecode_steps(model_dir: str, args, out_dir: str, value_model: str) -> tuple[list[float], list[int]]:
+SCORE = {}  # name -> per-step score-phase seconds and step seconds; "dlogp" -> max |delta log p| per run
+
+
+def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_pass: bool = False,
+                    name: str = "") -> tuple[list[float], list[int]]:
     from densecode.config import load_config
     from densecode.models import load_model_and_tokenizer
     from densecode.rl.ppo import PPOAlgorithm
@@ -98,7 +103,7 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str) -> tup
         "reward.code_regions=completion", f"generation.max_new_tokens={args.length}", "generation.top_p=1.0",
         f"generation.batch_size={args.batch}", f"train.batch_size={args.batch}", "train.lr=1e-5",
         f"algo.ppo.epochs={args.epochs}", f"algo.num_minibatches={args.minibatches}", "train.eval_every=0",
-        "train.save_every=0", f"train.output_dir={out_dir}",
+        "train.save_every=0", f"train.output_dir={out_dir}", f"algo.score_pass={str(score_pass).lower()}",
     ])
     torch.manual_seed(0)
     model, tok = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
@@ -123,6 +128,16 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str) -> tup
         stats = tr.train_step(step)
         times.append(time.perf_counter() - t0)
         tokens.append(round(stats["rollout/response_length"] * args.batch))
+        if step:
+            SCORE.setdefault(name, []).append((stats.get("time/score_s", float("nan")), times[-1]))
+    if not score_pass and value_model == "shared":
+        # How far the sampling pass's log pi_old is from a separate forward pass (what it replaces).
+        batch, _ = tr.rollout(args.steps)
+        with torch.no_grad():
+            out = tr.unwrapped(batch.input_ids, batch.attention_mask, batch.position_ids, batch.response_ids,
+                               temperature=batch.temperature)
+        delta = ((out.logprobs - batch.logprobs) * batch.response_mask).abs().max().item()
+        SCORE.setdefault("dlogp", []).append(delta)
     return times, tokens
 
 
@@ -143,10 +158,14 @@ def main() -> int:
 
     results: dict[str, tuple[list[float], list[int]]] = {k: ([], []) for k in
                                                          ("densecode (shared value head)",
+                                                          "densecode (shared, algo.score_pass=true)",
                                                           "densecode (separate critic)", f"TRL {trl.__version__} PPOTrainer")}
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = str(make_tiny_model(Path(tmp) / "tiny", n_layer=4, n_embd=128, n_head=4))
-        runners = [("densecode (shared value head)", lambda d: densecode_steps(model_dir, args, d, "shared")),
+        shared, with_pass = "densecode (shared value head)", "densecode (shared, algo.score_pass=true)"
+        runners = [(shared, lambda d: densecode_steps(model_dir, args, d, "shared", name=shared)),
+                   (with_pass, lambda d: densecode_steps(model_dir, args, d, "shared", score_pass=True,
+                                                         name=with_pass)),
                    ("densecode (separate critic)", lambda d: densecode_steps(model_dir, args, d, "separate")),
                    (f"TRL {trl.__version__} PPOTrainer", lambda d: trl_steps(model_dir, args, d))]
         for r in range(args.rounds):
@@ -166,11 +185,23 @@ def main() -> int:
         med = statistics.median(times)
         tps = sum(tokens) / sum(times)
         print(f"{name:<34} {med:>16.3f} {tps:>10.0f} {base / med:>12.2f}x")
+    print("\nscore phase (log pi_old, V, log pi_ref; no grad) as a share of the step, median over steps:")
+    shares = {}
+    for name in (shared, with_pass):
+        rows = SCORE.get(name, [])
+        shares[name] = statistics.median([a / b for a, b in rows]) if rows else float("nan")
+        print(f"  {name:<42} {100 * shares[name]:5.1f}%  ({statistics.median([a for a, _ in rows]):.3f} s)")
+    dlogp = max(SCORE.get("dlogp", [float("nan")]))
+    print(f"max |log pi_old(sampling pass) - log pi_old(forward pass)| over all response tokens: {dlogp:.2e} "
+          f"(first-epoch ratio off 1 by at most {math.expm1(dlogp):.1e})")
     print("\nnotes: TRL scores with a reward model and always generates the full length; densecode uses a trivial "
           "per-token reward and stops at EOS (tokens counted as generated).")
     from densecode.eval.bench_records import emit, figure
 
-    records = []
+    records = [figure("PPO score-phase share of the step (shared value head)", 100 * shares[shared], "%",
+                      baseline="algo.score_pass=true", baseline_value=100 * shares[with_pass], note="goal <= 10%"),
+               figure("max |delta log pi_old|, sampling pass vs forward pass", dlogp, "nats",
+                      note=f"first-epoch ratio within {math.expm1(dlogp):.1e} of 1")]
     for name, (times, tokens) in results.items():
         if name == trl_name:
             continue

@@ -4,13 +4,30 @@ An own decoding loop rather than `model.generate`: the grammar verdict must be
 for the token actually emitted, and the recorded log-probabilities must be those
 of the distribution the token was sampled from. Per step:
 
-    logits -> grammar mask (constrain) -> top-k / top-p -> / temperature
-           -> log_softmax -> sample (argmax at temperature 0) -> verdict (check/constrain)
+    logits -> top-k / top-p -> / temperature -> sample (argmax at temperature 0)
+           -> grammar (constrain: parser check, resample on rejection) -> verdict
 
-`Generation.logprobs[i]` is the emitted token's log-probability under that final
-distribution (grammar mask and top-k/top-p included; at temperature 0 the
-unscaled processed logits). PPO recomputes its own log-probs with a forward pass;
-these are for analysis and for GRPO-style ratios at temperature 1 without filtering.
+Constrained sampling draws from q restricted to the tokens the grammar accepts,
+q = the top-k/top-p-truncated, temperature-scaled distribution ("truncate, then
+constrain"); when no token of q's support is accepted, from the untruncated
+distribution restricted to the accepted tokens. Two ways to get there:
+`constrain_by="check_first"` (default) draws x ~ q and keeps it when the parser
+accepts it; only on a rejection it computes SynCode's mask M and draws from
+q restricted to M (re-drawing, with the rejected token removed, while the parser
+rejects). Drawing first and falling back to the masked draw samples exactly from
+q(x)/q(A) (A = accepted tokens): P(x) = q(x) + q(not A) q(x)/q(A) for x in A,
+provided M contains A within q's support (SynCode's mask over-approximates the
+parser; see docs/grammar.md for where it did not). `constrain_by="mask"` masks
+every step and samples from the masked q, SynCode's own way (the reference the
+check-first path is tested against).
+
+`Generation.logprobs[i]` is the emitted token's log-probability under the
+distribution its kept draw came from (truncation and temperature included; in
+constrain mode the masked one when the token was redrawn after a rejection; at
+temperature 0 the unscaled logits). `Generation.policy_logprobs[i]` is the
+policy's own log-probability, log softmax(logits / T) without truncation or
+grammar: what a PPO score pass would recompute (densecode.rl uses it as
+log pi_old when `algo.score_pass` is off).
 
 Rows that finish (EOS, stop string, or length) drop out of the batch, and their
 KV-cache rows with them, so a batch costs what its longest live row costs.
@@ -45,6 +62,13 @@ class Generation:
     finish_reason: str  # eos | stop | length
     grammar_fallbacks: int = 0
     sample_index: int = 0
+    # log softmax(logits / T) of each emitted token (no truncation, no grammar); the
+    # EOS decision's own entry is `eos_policy_logprob` (EOS is not in token_ids).
+    policy_logprobs: list[float] = field(default_factory=list)
+    eos_policy_logprob: float | None = None
+    # With collect_hidden: the last layer's hidden state each token was sampled from
+    # ([len(token_ids) (+1 with EOS), H], policy dtype): a value head's input, V(s_t).
+    hidden: torch.Tensor | None = None
     stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
 
     def to_dict(self) -> dict:
@@ -57,6 +81,9 @@ class _Row:
     sample_index: int
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    policy_logprobs: list[float] = field(default_factory=list)
+    eos_policy_logprob: float | None = None
+    hidden: list[torch.Tensor] = field(default_factory=list)
     verdicts: list[bool | None] = field(default_factory=list)
     finish_reason: str = "length"
     stop_at: int | None = None  # character offset of the first stop string
@@ -120,38 +147,115 @@ def _find_stop(text: str, stop: list[str], start: int) -> int | None:
     return min(hits) if hits else None
 
 
-def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tokens [B], their log-probs under the sampling distribution [B])."""
+def _draw(logits: torch.Tensor, temperature: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw from already truncated logits: (tokens [B], their log-probs under softmax(logits / T) [B])."""
     if temperature <= 0:
         logp = torch.log_softmax(logits, dim=-1)
         tokens = torch.argmax(logits, dim=-1)
     else:
-        logp = torch.log_softmax(filter_logits(logits, top_k, top_p) / temperature, dim=-1)
+        logp = torch.log_softmax(logits / temperature, dim=-1)
         tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-MAX_RESAMPLES = 8
+def _truncate(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    return logits if temperature <= 0 else filter_logits(logits, top_k, top_p)
 
 
-def _resample_rejected(grammar, alive, logits, tokens, logps, temperature, top_k, top_p, generator):
-    """constrain: redraw tokens the grammar's parser rejects (the mask over-approximates).
+def _sample(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens [B], their log-probs under the sampling distribution [B])."""
+    return _draw(_truncate(logits, temperature, top_k, top_p), temperature, generator)
 
-    Each rejected token is masked out and the row sampled again from the renormalised
-    distribution, so the recorded log-prob is that of the distribution finally used.
+
+def _restrict(truncated: torch.Tensor, raw: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Truncated logits restricted to `allowed`; the untruncated ones where that leaves nothing."""
+    allowed = allowed.to(truncated.device)
+    out = truncated.masked_fill(~allowed, float("-inf"))
+    if not bool(torch.isfinite(out).any()):
+        out = raw.masked_fill(~allowed, float("-inf"))
+    return out
+
+
+PROBE_BEFORE_MASK = 4  # candidates checked one by one before SynCode's mask is computed
+
+
+def _first_accepted(grammar, row: int, logits: torch.Tensor, temperature: float, generator,
+                    mask_fn=None) -> int | None:
+    """An exact draw from softmax(logits / T) restricted to the tokens the parser accepts.
+
+    Gumbel-max order: sorting logits / T + Gumbel noise gives the order in which
+    repeated draws without replacement would come up, so the first token in that order
+    the parser accepts is distributed as the restricted distribution. Candidates are
+    checked in that order; after PROBE_BEFORE_MASK rejections `mask_fn()` (SynCode's
+    mask, a superset of the accepted tokens) skips candidates it rules out, which leaves
+    the first accepted token, hence the distribution, unchanged. At temperature 0 the
+    order is by logit (greedy).
     """
-    for _ in range(MAX_RESAMPLES):
-        bad = grammar.reject(alive, tokens.tolist())
-        if not bad:
-            break
-        index = torch.tensor(bad, device=logits.device)
-        logits[index, tokens[index]] = float("-inf")
-        index = index[torch.isfinite(logits[index]).any(-1)]
-        if len(index) == 0:
-            break
-        new_tokens, new_logps = _sample(logits[index], temperature, top_k, top_p, generator)
-        tokens[index], logps[index] = new_tokens, new_logps
+    finite = torch.isfinite(logits).nonzero().squeeze(-1)
+    if len(finite) == 0:
+        return None
+    keys = logits[finite]
+    if temperature > 0:
+        u = torch.rand(keys.shape, generator=generator, device=keys.device).clamp_(min=1e-20)
+        keys = keys / temperature - torch.log(-torch.log(u))
+    order = finite[torch.argsort(keys, descending=True)].tolist()
+    probe = order[:PROBE_BEFORE_MASK]
+    for tok, ok in zip(probe, grammar.accepted(row, probe)):
+        if ok:
+            return tok
+    rest = order[PROBE_BEFORE_MASK:]
+    if mask_fn is not None and rest:
+        mask = mask_fn()
+        if mask is not None:
+            allowed = mask.tolist()
+            rest = [t for t in rest if t < len(allowed) and allowed[t]]
+    for start in range(0, len(rest), 16):
+        candidates = rest[start:start + 16]
+        for tok, ok in zip(candidates, grammar.accepted(row, candidates)):
+            if ok:
+                return tok
+    return None
+
+
+def _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator, mask_fn=None):
+    """constrain: redraw the rows whose token the parser rejects, exactly from q restricted to A.
+
+    q = softmax(truncated / T) (truncation, and in "mask" mode SynCode's mask, already
+    applied); when no token of q's support is accepted, the untruncated `raw` logits.
+    The recorded log-prob is under the logits the token came from, without the tokens
+    the parser rejected this step.
+    """
+    for b in grammar.reject(alive, tokens.tolist()):
+        row = alive[b]
+        masker = (lambda b=b: mask_fn(b)) if mask_fn is not None else None
+        source = truncated[b].clone()
+        source[tokens[b]] = float("-inf")
+        tok = _first_accepted(grammar, row, source, temperature, generator, masker)
+        if tok is None:
+            source = raw[b].clone()
+            if mask_fn is not None and mask_fn(b) is not None:
+                source = source.masked_fill(~mask_fn(b).to(source.device), float("-inf"))
+            source[tokens[b]] = float("-inf")
+            tok = _first_accepted(grammar, row, source, temperature, generator, masker)
+        if tok is None:
+            continue  # nothing acceptable: the row keeps its token, verdict False
+        rejected = [t for t, v in grammar.rows[row].checked.items() if v is False]
+        if rejected:
+            source[rejected] = float("-inf")
+        scaled = source / temperature if temperature > 0 else source
+        tokens[b] = tok
+        logps[b] = torch.log_softmax(scaled, -1)[tok]
     return tokens, logps
+
+
+def _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature, generator):
+    """Keep draws the parser accepts; redraw only the rejected rows (mask computed only if needed)."""
+    vocab = raw.shape[-1]
+
+    def mask_fn(b):
+        return grammar.masks(alive, [b], vocab)[0]
+
+    return _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature, generator, mask_fn)
 
 
 def _accepts_position_ids(model) -> bool:
@@ -181,7 +285,7 @@ def _select_cache(past, index: torch.Tensor):
 @torch.inference_mode()
 def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, max_new_tokens: int, temperature: float,
                     top_p: float, top_k: int, stop: list[str], eos_ids: set[int], grammar, generator,
-                    on_token=None) -> int:
+                    on_token=None, collect_hidden: bool = False) -> int:
     """Fill `rows` (one per prompt in `prompts`) in place; return the batch's grammar fallbacks."""
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True)
@@ -207,26 +311,44 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         kwargs = {"input_ids": step_ids, "attention_mask": step_mask, "past_key_values": past, "use_cache": True}
         if use_positions:
             kwargs["position_ids"] = step_pos
+        if collect_hidden:
+            kwargs["output_hidden_states"] = True
         out = model(**kwargs)
+        hidden = out.hidden_states[-1][:, -1, :] if collect_hidden else None
         past = out.past_key_values
-        logits = out.logits[:, -1, :].float()
-        if grammar is not None:
-            logits = grammar.process(alive, logits)
-        tokens, logps = _sample(logits, temperature, top_k, top_p, generator)
+        raw = out.logits[:, -1, :].float()
+        policy_logp = torch.log_softmax(raw / temperature if temperature > 0 else raw, dim=-1)
+        truncated = _truncate(raw, temperature, top_k, top_p)
+        if grammar is not None and grammar.masks_every_step:
+            truncated = grammar.process(alive, truncated.clone())
+            for b, r in enumerate(alive):  # nothing left after truncation: the untruncated masked logits
+                mask = grammar.rows[r].mask
+                if mask is not None and not bool(torch.isfinite(truncated[b]).any()):
+                    truncated[b] = raw[b].masked_fill(~mask.to(raw.device), float("-inf"))
+        tokens, logps = _draw(truncated, temperature, generator)
         if grammar is not None and grammar.mode == "constrain":
-            tokens, logps = _resample_rejected(grammar, alive, logits, tokens, logps, temperature, top_k, top_p,
-                                               generator)
+            if grammar.masks_every_step:
+                tokens, logps = _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature,
+                                                   generator, lambda b: grammar.rows[alive[b]].mask)
+            else:
+                tokens, logps = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature,
+                                                       generator)
+        policy_token_logp = policy_logp.gather(-1, tokens[:, None]).squeeze(-1).tolist()
         verdicts = grammar.observe(alive, tokens.tolist()) if grammar is not None else None
         finished = []
         for b, r in enumerate(alive):
             row = rows[r]
             tok = int(tokens[b])
+            if hidden is not None:
+                row.hidden.append(hidden[b])
             if tok in eos_ids:
                 row.finish_reason, row.stop_token_id = "eos", tok
+                row.eos_policy_logprob = policy_token_logp[b]
                 finished.append(b)
                 continue
             row.token_ids.append(tok)
             row.logprobs.append(float(logps[b]))
+            row.policy_logprobs.append(policy_token_logp[b])
             if verdicts is not None:
                 row.verdicts.append(verdicts[b])
             if stop:
@@ -261,12 +383,13 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
 def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens: int = 128, temperature: float = 1.0,
              top_p: float = 1.0, top_k: int = 0, grammar: str = "off", stop: list[str] | None = None,
              batch_size: int = 16, seed: int | None = None, progress: bool = True, grammar_options: dict | None = None,
-             ) -> list[Generation]:
+             collect_hidden: bool = False) -> list[Generation]:
     """`n` completions per prompt, prompt-major: result[i * n + j] is sample j of prompt i.
 
     grammar: off | check (record per-token verdicts, logits untouched) | constrain
-    (mask tokens the grammar rejects). `grammar_options` go to
-    `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`).
+    (only tokens the grammar accepts). `grammar_options` go to
+    `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`, `constrain_by`).
+    collect_hidden: keep each sampled token's last hidden state (`Generation.hidden`).
     """
     if grammar not in GRAMMAR_MODES:
         raise DensecodeError(f"grammar must be one of {', '.join(GRAMMAR_MODES)}; got {grammar!r}")
@@ -313,6 +436,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
                 model, tokenizer, [prompts[r.prompt_index] for r in batch], batch,
                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, stop=stop,
                 eos_ids=eos_ids, grammar=processor, generator=generator, on_token=count,
+                collect_hidden=collect_hidden,
             )
             if fallbacks:
                 logger.warning("batch %d: the grammar parser failed on %d row(s); those rows fell back to "
@@ -328,10 +452,10 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
 
     results = []
     for row in rows:
-        ids, logprobs, verdicts = row.token_ids, row.logprobs, row.verdicts
+        ids, logprobs, verdicts, policy = row.token_ids, row.logprobs, row.verdicts, row.policy_logprobs
         if row.stop_at is not None:
             ids = cut_at_stop(tokenizer, ids, row.stop_at)
-            logprobs, verdicts = logprobs[:len(ids)], verdicts[:len(ids)]
+            logprobs, verdicts, policy = logprobs[:len(ids)], verdicts[:len(ids)], policy[:len(ids)]
         results.append(Generation(
             prompt=prompts[row.prompt_index],
             prompt_index=row.prompt_index,
@@ -343,5 +467,8 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             grammar_fallbacks=row.fallbacks,
             sample_index=row.sample_index,
             stop_token_id=row.stop_token_id,
+            policy_logprobs=list(policy),
+            eos_policy_logprob=row.eos_policy_logprob,
+            hidden=(torch.stack(row.hidden[:len(ids) + (row.finish_reason == "eos")]) if row.hidden else None),
         ))
     return results

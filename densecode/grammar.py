@@ -58,10 +58,10 @@ logger = logging.getLogger(__name__)
 GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
 CORRECTED_GRAMMAR = GRAMMAR_DIR / "python.lark"
 MODES = ("off", "check", "constrain")
-# At a line start: blank lines, comments, and tokens that carry the line's indentation
-# together with code (" return" for one-space indents); whether that indentation is
-# legal is left to the parser check every sampled token gets in constrain mode.
-_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*|[ \t]+[^ \t\r\n].*", re.DOTALL)
+# At a line start: blank lines, comments, whitespace (it may stay a blank line), and tokens
+# that carry the line's indentation together with code (" return" for one-space indents);
+# whether that indentation is legal is left to the parser check every sampled token gets.
+_BLANK_OR_COMMENT = re.compile(r"[ \t]*(\r?\n[ \t]*)+|[ \t]*#[^\r\n]*|[ \t]+[^ \t\r\n].*|[ \t]+", re.DOTALL)
 _WHITESPACE_WITH_NEWLINE = re.compile(r"[ \t]*(\r?\n[ \t]*)+")
 _STRING_PREFIXES = {"r", "u", "b", "f", "br", "rb", "fr", "rf"}
 _FENCES = ("```python\n", "```py\n", "```Python\n", "```\n")
@@ -328,11 +328,26 @@ def _fast_parser_class():
     return FastPythonParser
 
 
-def new_row_parser(processor, fast: bool = True):
-    """A fresh incremental parser sharing `processor`'s compiled LALR tables."""
+PARSERS = ("incremental", "fast", "syncode")
+
+
+def new_row_parser(processor, fast: bool | str = True):
+    """A fresh incremental parser sharing `processor`'s compiled LALR tables.
+
+    `fast`: "incremental" (densecode.grammar_parser: flat cost per token), "fast"
+    (syncode's parser without its deep copies: re-lexes the whole code each step),
+    "syncode" (as shipped). True/False mean "incremental"/"syncode".
+    """
+    kind = {True: "incremental", False: "syncode"}.get(fast, fast)
+    if kind not in PARSERS:
+        raise DensecodeError(f"grammar parser must be one of {', '.join(PARSERS)}; got {fast!r}")
     engine = processor.grammar_engine
     base = engine.inc_parser.base_parser
-    if not fast:
+    if kind == "incremental":
+        from densecode.grammar_parser import IncrementalPythonParser
+
+        return IncrementalPythonParser(base, ignore_whitespace=engine._ignore_whitespace)
+    if kind == "syncode":
         from syncode.parsers.python_parser import PythonIncrementalParser
 
         parser = PythonIncrementalParser(base, base.lexer_conf.postlex, ignore_whitespace=engine._ignore_whitespace)
@@ -340,6 +355,28 @@ def new_row_parser(processor, fast: bool = True):
         parser = _fast_parser_class()(base, base.lexer_conf.postlex, ignore_whitespace=engine._ignore_whitespace)
     parser.reset()
     return parser
+
+
+def _last_parsed_token(parser):
+    last = getattr(parser, "last_parsed", None)
+    if last is not None or not hasattr(parser, "parsed_lexer_tokens"):
+        return last
+    return parser.parsed_lexer_tokens[-1] if parser.parsed_lexer_tokens else None
+
+
+def _paren_level(parser) -> int:
+    if hasattr(parser, "paren_level"):
+        return parser.paren_level
+    return getattr(parser.base_parser.lexer_conf.postlex, "paren_level", 0)
+
+
+def split_utf8(data: bytes) -> tuple[str, bytes]:
+    """(longest valid UTF-8 prefix as text, the bytes after it): syncode's `_bytes_to_string`,
+    without its byte-by-byte retry loop (quadratic on a long tail)."""
+    try:
+        return data.decode("utf-8"), b""
+    except UnicodeDecodeError as exc:
+        return data[:exc.start].decode("utf-8"), data[exc.start:]
 
 
 def code_is_complete(code: str) -> bool:
@@ -357,12 +394,14 @@ def code_is_complete(code: str) -> bool:
 
 
 class _RowState:
-    __slots__ = ("checked", "failed", "fallbacks", "had_error", "ids", "mask", "parser", "prefix")
+    __slots__ = ("checked", "data", "data_ids", "failed", "fallbacks", "had_error", "ids", "mask", "parser", "prefix")
 
     def __init__(self, parser, prefix: str):
         self.parser = parser
         self.prefix = prefix
         self.ids: list[int] = []
+        self.data = b""  # the completion's bytes so far (kept, not re-decoded each step)
+        self.data_ids = 0  # how many of `ids` `data` holds
         self.failed = False
         self.fallbacks = 0
         self.mask: torch.Tensor | None = None  # accept mask for the next token (None: unchecked)
@@ -370,34 +409,54 @@ class _RowState:
         self.checked: dict[int, bool] = {}
 
 
+CONSTRAIN_BY = ("check_first", "mask")
+
+
 class GrammarProcessor:
     """Per-row SynCode verdicts/masks for densecode's decoding loop.
 
     `begin(prompts)` once per batch, then per step `process(alive, logits)` before
-    sampling and `observe(alive, tokens)` after; `end()` returns fallbacks per row.
-    `alive` lists the batch rows (indices into `prompts`) that are still decoding.
+    sampling, `reject(alive, tokens)` (constrain) and `observe(alive, tokens)` after;
+    `end()` returns fallbacks per row. `alive` lists the batch rows (indices into
+    `prompts`) that are still decoding.
+
+    constrain_by (constrain mode): "check_first" samples first and computes syncode's
+    mask only for rows whose sampled token the parser rejects (`masks`); "mask"
+    masks every row's logits every step (`process`), SynCode's own way.
     """
 
     def __init__(self, tokenizer, mode: str = "check", *, code_prefix: str = "auto",
-                 grammar_file: str | Path | None = None, corrected_grammar: bool = True, fast_parser: bool = True,
-                 indent: bool = True, syncode_fixes: bool = True):
+                 grammar_file: str | Path | None = None, corrected_grammar: bool = True,
+                 fast_parser: bool | str = True, indent: bool = True, syncode_fixes: bool = True,
+                 constrain_by: str = "check_first"):
         if mode not in ("check", "constrain"):
             raise DensecodeError(f"grammar mode must be check or constrain here; got {mode!r}")
         if code_prefix not in ("auto", "prompt", "none"):
             raise DensecodeError(f"code_prefix must be auto, prompt or none; got {code_prefix!r}")
+        if constrain_by not in CONSTRAIN_BY:
+            raise DensecodeError(f"constrain_by must be one of {', '.join(CONSTRAIN_BY)}; got {constrain_by!r}")
         self.tokenizer = tokenizer
         self.mode = mode
         self.code_prefix = code_prefix
         self.fast_parser = fast_parser
+        self.constrain_by = constrain_by
         # False = syncode's behaviour as shipped (for before/after measurements).
         self.syncode_fixes = syncode_fixes
         self.processor = syncode_processor(tokenizer, load_grammar(grammar_file, corrected=corrected_grammar), indent)
         engine = self.processor.grammar_engine
         self.mask_store = engine.dfa_mask_store
         self.byte_tokenizer = self.processor.byte_tokenizer
-        self._bytes_to_string = engine._bytes_to_string
         self.eos_ids = sorted({i for i in [tokenizer.eos_token_id] if i is not None})
         self.rows: list[_RowState] = []
+        # Shared by every GrammarProcessor of this (tokenizer, grammar): a training run makes
+        # one per rollout, and these only depend on the tokenizer and the grammar.
+        shared = self.processor.__dict__.setdefault("_densecode_shared_caches", ({}, {}))
+        self._token_bytes: dict[int, bytes] = shared[0]
+        self._fsm_terminals: dict[bytes, frozenset] = shared[1]
+
+    @property
+    def masks_every_step(self) -> bool:
+        return self.mode == "constrain" and self.constrain_by == "mask"
 
     # -- prefix and parsing
 
@@ -412,14 +471,14 @@ class GrammarProcessor:
         from syncode.parse_result import ParseResult, RemainderState
 
         result = parser.get_acceptable_next_terminals(code)
-        tokens = parser.parsed_lexer_tokens
+        last = _last_parsed_token(parser)
         if (self.syncode_fixes and result.remainder_state == RemainderState.INCOMPLETE
                 and result.remainder[:1] in ("'", '"')
-                and tokens and tokens[-1].type == "NAME" and tokens[-1].lower() in _STRING_PREFIXES
-                and code.endswith(tokens[-1] + result.remainder)):
-            start = len(code) - len(result.remainder) - len(tokens[-1])
+                and last is not None and last.type == "NAME" and last.lower() in _STRING_PREFIXES
+                and code.endswith(last + result.remainder)):
+            start = len(code) - len(result.remainder) - len(last)
             before = parser.get_acceptable_next_terminals(code[:start])
-            text = str(tokens[-1]) + result.remainder
+            text = str(last) + result.remainder
             if before.remainder_state == RemainderState.COMPLETE:
                 result = ParseResult(before.accept_sequences, text, RemainderState.INCOMPLETE)
             else:  # code[:start] ends in a complete token, e.g. "(": what may follow it
@@ -433,15 +492,52 @@ class GrammarProcessor:
             result.remainder = result.remainder.encode("utf-8")
         return result
 
+    def _is_valid_prefix(self, result) -> bool:
+        """syncode's `mask_store.is_valid_prefix`, with the remainder's DFA terminals cached."""
+        terminals = self._fsm_terminals.get(result.remainder)
+        if terminals is None:
+            terminals = frozenset(s.terminal for s in self.mask_store._fsms.compute_fsm_states(result.remainder))
+            if len(self._fsm_terminals) > 100_000:
+                self._fsm_terminals.clear()
+            self._fsm_terminals[result.remainder] = terminals
+        firsts = getattr(result, "first_terminals", None)
+        if firsts is None:
+            firsts = {seq[0] for seq in result.accept_sequences}
+        return not terminals.isdisjoint(firsts)
+
+    def _data(self, row: _RowState) -> bytes:
+        if row.data_ids != len(row.ids):  # ids set from outside (tests, benchmarks)
+            row.data = self.byte_tokenizer.decode(row.ids, skip_special_tokens=True)
+            row.data_ids = len(row.ids)
+        return row.data
+
     def token_is_valid(self, row: _RowState, token_id: int) -> bool:
         """syncode's own `is_valid` test of one token: is code + token a viable prefix?"""
-        code, remainder = self._text(row.ids + [token_id])
+        code, remainder = split_utf8(self._data(row) + self._bytes_of(token_id))
         code = row.prefix + code
+        if self._viable(row, code, remainder):
+            return True
+        if self.syncode_fixes and not remainder:
+            # Whitespace after the last line break can still become a blank line, whatever
+            # its depth; syncode reads it as the next line's indentation and rejects a
+            # deeper one (a whitespace-only line indented past its block, as in MBPP).
+            head, newline, tail = code.rpartition("\n")
+            if newline and tail and not tail.strip(" \t"):
+                return self._viable(row, head + newline, b"")
+        return False
+
+    def _viable(self, row: _RowState, code: str, remainder: bytes) -> bool:
         try:
             result = self.parse(row.parser, code, remainder)
         except Exception:  # noqa: BLE001 - any syncode parser error means: not a viable prefix
             return False
-        return bool(self.mask_store.is_valid_prefix(result))
+        return self._is_valid_prefix(result)
+
+    def _bytes_of(self, token_id: int) -> bytes:
+        found = self._token_bytes.get(token_id)
+        if found is None:
+            found = self._token_bytes[token_id] = self.byte_tokenizer.decode([token_id], skip_special_tokens=True)
+        return found
 
     def _choose_prefix(self, prompt: str) -> tuple[object, str]:
         candidates = []
@@ -476,11 +572,8 @@ class GrammarProcessor:
                 row.failed, row.fallbacks = True, 1
             self.rows.append(row)
 
-    def _text(self, ids: list[int]) -> tuple[str, bytes]:
-        return self._bytes_to_string(self.byte_tokenizer.decode(ids, skip_special_tokens=True))
-
     def code(self, row: _RowState) -> tuple[str, bytes]:
-        text, remainder = self._text(row.ids)
+        text, remainder = split_utf8(self._data(row))
         return row.prefix + text, remainder
 
     def _accept_mask(self, row: _RowState, vocab: int) -> torch.Tensor | None:
@@ -496,7 +589,6 @@ class GrammarProcessor:
                 row.fallbacks += 1
                 logger.debug("grammar parser failed (%s) on %r", type(exc).__name__, code[-200:])
             return None
-        paren_level = getattr(row.parser.base_parser.lexer_conf.postlex, "paren_level", 0)
         mask = self.mask_store.get_accept_mask(result)
         if self.syncode_fixes and not remainder:
             # syncode's masks miss tokens that are fine: blank lines, comments and
@@ -506,14 +598,20 @@ class GrammarProcessor:
             stripped = code.rstrip(" \t")
             if not stripped or stripped.endswith("\n"):
                 mask = mask | self._harmless("line_start")
-            elif paren_level > 0:
+            elif _paren_level(row.parser) > 0:
                 mask = mask | self._harmless("in_brackets")
+        if self.syncode_fixes:
+            # syncode's mask looks at most one terminal ahead of the remainder (none after
+            # whitespace), so it blocks tokens that span two terminals (`("` after
+            # `return `, `()`, `__(`) and line continuations. They stay candidates here;
+            # the parser check every drawn token gets decides (docs/grammar.md).
+            mask = mask | self._spanning()
         if mask.shape[0] < vocab:
             mask = torch.cat([mask, torch.zeros(vocab - mask.shape[0], dtype=torch.bool)])
         elif mask.shape[0] > vocab:
             mask = mask[:vocab]
         if self.eos_ids and self.syncode_fixes:
-            mask[self.eos_ids] = code_is_complete(code + remainder.decode("utf-8", "replace")) if not remainder else False
+            mask[self.eos_ids] = self._eos_ok(row)
         if not bool(mask.any()):
             # A dead end: the mask store and the parser disagree and no token is
             # acceptable. syncode then stops masking; so does this row, counted.
@@ -523,6 +621,34 @@ class GrammarProcessor:
                 logger.debug("no acceptable token after %r (%r)", code[-200:], result)
             return None
         return mask
+
+    def _eos_ok(self, row: _RowState) -> bool:
+        """EOS is allowed exactly when the code so far parses as a whole module (`ast`)."""
+        code, remainder = self.code(row)
+        return not remainder and code_is_complete(code)
+
+    def _spanning(self) -> torch.Tensor:
+        """Tokens whose text is more than one lexer terminal, or holds a backslash (cached)."""
+        cache = self.processor.__dict__.setdefault("_densecode_harmless", {})
+        if "spanning" not in cache:
+            from densecode.grammar_parser import IncrementalPythonParser, ParseFailed
+
+            base = self.processor.grammar_engine.inc_parser.base_parser
+            size = len(self.mask_store._vocab) if hasattr(self.mask_store, "_vocab") else len(self.tokenizer)
+            flags = []
+            for i in range(size):
+                text = self.tokenizer.decode([i])
+                parser = IncrementalPythonParser(base)
+                try:
+                    parser._lex(text)
+                except ParseFailed:  # e.g. a lone closing bracket
+                    flags.append(True)
+                    continue
+                terminals = sum(t.type not in ("_INDENT", "_DEDENT") for t in parser.post)
+                terminals += bool(parser.lexing_incomplete and text[parser.lexer_pos:].strip(" "))
+                flags.append(terminals >= 2 or "\\" in text)
+            cache["spanning"] = torch.tensor(flags, dtype=torch.bool)
+        return cache["spanning"]
 
     def _harmless(self, kind: str) -> torch.Tensor:
         """Tokens that cannot break code at a line start / inside brackets (cached)."""
@@ -540,8 +666,8 @@ class GrammarProcessor:
     # -- decoding-loop hooks
 
     def process(self, alive: list[int], logits: torch.Tensor) -> torch.Tensor:
-        """constrain: mask each live row's logits with syncode's accept mask (EOS per `ast`)."""
-        if self.mode != "constrain":
+        """constrain_by="mask": mask each live row's logits with syncode's accept mask (EOS per `ast`)."""
+        if not self.masks_every_step:
             return logits
         vocab = logits.shape[-1]
         for b, r in enumerate(alive):
@@ -552,17 +678,35 @@ class GrammarProcessor:
                 logits[b] = logits[b].masked_fill(~row.mask.to(logits.device), float("-inf"))
         return logits
 
+    def masks(self, alive: list[int], positions: list[int], vocab: int) -> list[torch.Tensor | None]:
+        """check_first: syncode's accept mask for batch positions `positions` (None: row fell back)."""
+        out = []
+        for b in positions:
+            row = self.rows[alive[b]]
+            if row.mask is None:
+                row.mask = self._accept_mask(row, vocab)
+            out.append(row.mask)
+        return out
+
     def _verify(self, row: _RowState, tok: int) -> bool | None:
         """The parser's verdict on appending `tok` (cached per step); None when unchecked."""
         if row.failed or row.had_error:
             return None
         if tok not in row.checked:
             if tok in self.eos_ids:
-                ok = bool(row.mask[tok]) if row.mask is not None else code_is_complete(self.code(row)[0])
+                if self.syncode_fixes or row.mask is None:
+                    ok = self._eos_ok(row)
+                else:
+                    ok = bool(row.mask[tok])
             else:
                 ok = self.token_is_valid(row, tok)
             row.checked[tok] = ok
         return row.checked[tok]
+
+    def accepted(self, row_index: int, candidates: list[int]) -> list[bool]:
+        """The parser's verdict on each candidate next token of row `row_index` (this step)."""
+        row = self.rows[row_index]
+        return [self._verify(row, tok) is not False for tok in candidates]
 
     def reject(self, alive: list[int], tokens: list[int]) -> list[int]:
         """constrain: batch positions whose sampled token the parser rejects.
@@ -583,15 +727,18 @@ class GrammarProcessor:
         verdicts = []
         for r, tok in zip(alive, tokens):
             row = self.rows[r]
-            if self.mode == "constrain" and row.mask is None:
+            if self.mode == "constrain" and (row.failed or (self.masks_every_step and row.mask is None)):
                 verdict = None
             else:
                 verdict = self._verify(row, tok)
             if verdict is False:
                 row.had_error = True
             verdicts.append(verdict)
+            row.data = self._data(row) + self._bytes_of(tok)
             row.ids.append(tok)
+            row.data_ids = len(row.ids)
             row.checked = {}
+            row.mask = None
         return verdicts
 
     def end(self) -> list[int]:

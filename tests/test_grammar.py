@@ -191,3 +191,18 @@ def test_fingerprint_is_stable_across_padded_calls(tiny):
     tok(["a", "longer prompt"], padding=True, truncation=True, max_length=8)
     _FINGERPRINTS.clear()
     assert tokenizer_fingerprint(tok) == before
+
+
+def test_whitespace_only_line_deeper_than_its_block_is_accepted(tiny, checker):
+    """A blank line holding deeper indentation is valid Python; the check must not reject it."""
+    from densecode.grammar import check_token_ids, code_is_complete
+
+    _, tok = tiny
+    code = "def f(x):\n    y = x\n            \n    return y\n"
+    assert code_is_complete(code)
+    ids = tok(code)["input_ids"]
+    verdicts = check_token_ids(tok, "", ids, mode_processor=checker)
+    assert verdicts == [True] * len(ids), [tok.decode(ids[: k + 1]) for k, v in enumerate(verdicts) if v is not True][:1]
+    # ...while code at that depth is still an unexpected indent.
+    bad = tok("def f(x):\n    y = x\n            z = 1\n")["input_ids"]
+    assert False in check_token_ids(tok, "", bad, mode_processor=checker)

@@ -1,9 +1,9 @@
 """Rollouts: sample responses, then score every response token once.
 
-A rollout batch records, per response token: its id, the policy log-prob (recomputed
-by a forward pass under the temperature the token was sampled with — the number the
-PPO ratio divides by), the reference log-prob, the value, and the SynCode grammar
-verdict (check mode). Tensors are laid out as
+A rollout batch records, per response token: its id, the policy log-prob under the
+temperature the token was sampled with (the number the PPO ratio divides by; taken
+from the sampling pass, or recomputed by a forward pass with `algo.score_pass`), the
+reference log-prob, the value, and the SynCode grammar verdict (check mode). Tensors are laid out as
 
     input_ids = [ left-padded prompt | right-padded response ]      shape [B, Lq + R]
 
@@ -31,6 +31,11 @@ class Response:
     completion: str = ""
     grammar_verdicts: list[bool | None] | None = None
     stop_token_id: int | None = None  # the end token sampled (finish_reason "eos"); the trainer appends it
+    # From the sampling pass (densecode.generation), when the sampler provides them:
+    # log softmax(logits / T) of each token (+ the EOS decision's when it ended on EOS),
+    # and the last hidden state each token was sampled from (a shared value head's input).
+    policy_logprobs: list[float] | None = None
+    hidden: Any = None  # torch.Tensor [len(policy_logprobs), H]
 
 
 @dataclass
@@ -97,24 +102,34 @@ class RolloutBatch:
 
 def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_tokens: int, temperature: float,
                      top_p: float, top_k: int, grammar: str, stop: list[str], batch_size: int, seed: int,
-                     progress: bool = False, grammar_options: dict | None = None) -> list[Response]:
-    """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode)."""
+                     progress: bool = False, grammar_options: dict | None = None,
+                     collect_hidden: bool = True) -> list[Response]:
+    """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode).
+
+    Each response carries the sampling pass's own policy log-probs and hidden states,
+    so `score_batch(score_pass=False)` need not run the policy again.
+    """
     from densecode.generation import generate
 
     gens = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, grammar=grammar, stop=stop, batch_size=batch_size, seed=seed,
-                    progress=progress, grammar_options=grammar_options)
-    return [
-        Response(
+                    progress=progress, grammar_options=grammar_options, collect_hidden=collect_hidden)
+    responses = []
+    for g in gens:
+        policy = list(g.policy_logprobs)
+        if g.finish_reason == "eos" and g.eos_policy_logprob is not None:
+            policy.append(float(g.eos_policy_logprob))  # the trainer appends the EOS token itself
+        responses.append(Response(
             prompt_index=int(g.prompt_index),
             token_ids=[int(t) for t in g.token_ids],
             finish_reason=str(g.finish_reason),
             completion=g.completion,
             grammar_verdicts=list(g.grammar_verdicts) if getattr(g, "grammar_verdicts", None) is not None else None,
+            policy_logprobs=policy if temperature > 0 else None,
+            hidden=g.hidden,
             stop_token_id=getattr(g, "stop_token_id", None),
-        )
-        for g in gens
-    ]
+        ))
+    return responses
 
 
 # ---------------------------------------------------------------- tensors
@@ -170,26 +185,65 @@ def build_batch(tokenizer, prompts: list[str], tasks: list[dict], responses: lis
     return batch.to(device) if device is not None else batch
 
 
+def _from_sampling(responses: list[Response], R: int) -> bool:
+    return all(r.policy_logprobs is not None and len(r.policy_logprobs) >= len(r.token_ids) for r in responses)
+
+
 @torch.no_grad()
-def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 16, with_values: bool = True) -> None:
-    """Fill batch.logprobs, .values and .ref_logprobs with forward passes (no grad), in chunks."""
+def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 16, with_values: bool = True,
+                score_pass: bool = True) -> dict[str, float]:
+    """Fill batch.logprobs, .values and .ref_logprobs (no grad).
+
+    score_pass=True: log pi_old and V from a forward pass of the policy over the
+    finished batch (in chunks), SynCode-free and the same computation as the update's.
+    score_pass=False: log pi_old from the sampling pass (`Response.policy_logprobs`:
+    same weights, same temperature; differs from a forward pass by float noise of the
+    KV-cached computation) and V from the value head on the sampling pass's hidden
+    states (shared value head); only the reference runs a forward pass, one over the
+    batch in chunks. Falls back to the forward pass when the sampler did not provide
+    them (or with a separate critic, for V). Returns which sources were used.
+    """
     from densecode.rl.value_head import PolicyWithValue
 
     module: PolicyWithValue = policy_value
+    R = batch.response_ids.shape[1]
+    mask = batch.response_mask
+    reuse = not score_pass and _from_sampling(batch.responses, R)
+    want_values = with_values and module.value_head is not None
+    values_from_hidden = (reuse and want_values and module.critic is None
+                          and all(r.hidden is not None and len(r.hidden) >= len(r.token_ids) for r in batch.responses))
     logps, vals, refs = [], [], []
+    need_policy_pass = not reuse or (want_values and not values_from_hidden)
     for start in range(0, batch.size, chunk_size):
         sl = slice(start, start + chunk_size)
         args = (batch.input_ids[sl], batch.attention_mask[sl], batch.position_ids[sl], batch.response_ids[sl])
-        out = module(*args, temperature=batch.temperature, with_values=with_values)
-        logps.append(out.logprobs)
-        if out.values is not None:
-            vals.append(out.values)
+        if need_policy_pass:
+            out = module(*args, temperature=batch.temperature, with_values=with_values)
+            logps.append(out.logprobs)
+            if out.values is not None:
+                vals.append(out.values)
         if reference is not None:
             refs.append(reference.logprobs(module.policy, *args, temperature=batch.temperature))
-    mask = batch.response_mask
-    batch.logprobs = torch.cat(logps) * mask
-    batch.values = torch.cat(vals) * mask if vals else None
+    device = mask.device
+    if reuse:
+        batch.logprobs = to_padded([np.asarray(r.policy_logprobs[:len(r.token_ids)], dtype=np.float32)
+                                    for r in batch.responses], R, device) * mask
+    else:
+        batch.logprobs = torch.cat(logps) * mask
+    if values_from_hidden:
+        H = batch.responses[0].hidden.shape[-1]
+        head = module.value_head
+        hidden = torch.zeros((batch.size, R, H), dtype=head.summary.weight.dtype, device=device)
+        for i, r in enumerate(batch.responses):
+            n = len(r.token_ids)
+            if n:
+                hidden[i, :n] = r.hidden[:n].to(device=device, dtype=hidden.dtype)
+        batch.values = head(hidden).float() * mask
+    else:
+        batch.values = torch.cat(vals) * mask if vals else None
     batch.ref_logprobs = torch.cat(refs) * mask if refs else None
+    return {"score/policy_pass": float(need_policy_pass), "score/logprobs_from_sampling": float(reuse),
+            "score/values_from_sampling": float(values_from_hidden)}
 
 
 def to_padded(arrays: list[np.ndarray], R: int, device=None) -> torch.Tensor:

@@ -1,0 +1,375 @@
+"""An incremental Python parser with a flat per-token cost, for SynCode's mask store.
+
+It answers what syncode 0.4.16's `PythonIncrementalParser.get_acceptable_next_terminals`
+answers (the same `ParseResult`: accept sequences, remainder, remainder state,
+indentation constraint), on syncode's compiled LALR tables and lexer, but keeps
+everything that does not change when text is appended:
+
+- Lexing restarts at the last lexer token that ends before the first changed
+  character (up to `RELEX_TOKENS` back when that run starts with a number or a dot)
+  instead of re-lexing the whole program. The lexer state at each token start
+  (line counter, the indenter's indentation stack and bracket depth, where the
+  token's post-lexed tokens begin) is stored, so a restart resumes exactly.
+  Why that is enough: a lexer token that ends before the change can only be
+  re-lexed differently when a longer terminal swallows it together with the text
+  after it. Any token can grow by what is appended right after it (`de` -> `def`,
+  `*` -> `**`, `f` -> `f"..."`); swallowing a whole further token needs a number
+  or a dot first, at most 3 tokens into 1 (`1e+` -> FLOAT `1e+5`, `1_` -> `1_0`,
+  `..` + `.` -> `...`); everything longer (strings,
+  comments, line continuations) fails to lex while unfinished, so it is the
+  lexer's unlexed remainder, which is always re-lexed. `tests/test_grammar_parser.py`
+  checks the incremental lexer against a full re-lex on every prefix of real code
+  and on random token sequences.
+- The LALR parser is driven on its state stack only (no parse tree, no value
+  stack), and the stack after every post-lexed token is kept, so a step resumes at
+  the first changed token. The set of terminals a stack accepts depends only on
+  the stack; it is computed once per distinct stack and cached for the grammar.
+
+Cost per call: the re-lexed tail (a few tokens) plus the re-parsed tail, whatever
+the program length (one `str` comparison of the common prefix is the only
+length-dependent part, and it runs in C).
+"""
+
+from __future__ import annotations
+
+import copy
+
+RELEX_TOKENS = 3
+# Terminals that a longer terminal can start with and run past the token after them.
+_MERGE_STARTS = frozenset({"DEC_NUMBER", "HEX_NUMBER", "OCT_NUMBER", "BIN_NUMBER", "FLOAT_NUMBER", "IMAG_NUMBER",
+                           "DOT"})
+_ACCEPTS_CACHE_LIMIT = 200_000
+
+
+class ParseFailed(Exception):
+    """A token before the last one is rejected: the text is not a viable Python prefix."""
+
+
+class _LexEntry:
+    """One lexer token and the lexer/indenter state just before it."""
+
+    __slots__ = ("char_pos", "column", "end_pos", "indent_level", "line", "line_start_pos", "paren_level",
+                 "post_start", "token")
+
+    def __init__(self, token, char_pos, line, column, line_start_pos, indent_level, paren_level, post_start):
+        self.token = token
+        self.end_pos = token.end_pos
+        self.char_pos, self.line, self.column, self.line_start_pos = char_pos, line, column, line_start_pos
+        self.indent_level = indent_level
+        self.paren_level = paren_level
+        self.post_start = post_start
+
+
+class _ParseSnapshot:
+    """Parser state after some number of post-lexed tokens."""
+
+    __slots__ = ("cur_ac", "dedent_queue", "indent_level", "last_parsed", "next_ac", "stack")
+
+    def __init__(self, stack, cur_ac, next_ac, indent_level, dedent_queue, last_parsed):
+        self.stack = stack
+        self.cur_ac = cur_ac
+        self.next_ac = next_ac
+        self.indent_level = indent_level
+        self.dedent_queue = dedent_queue
+        self.last_parsed = last_parsed
+
+
+class IncrementalPythonParser:
+    """`get_acceptable_next_terminals(code)` for one row; reuse it as the row's code grows."""
+
+    def __init__(self, base_parser, ignore_whitespace: bool = False):
+        from syncode.larkm.lexer import LexerState, LineCounter, Token
+
+        self.base_parser = base_parser
+        self.indenter = base_parser.lexer_conf.postlex
+        self.tab_len = self.indenter.tab_len
+        interactive = base_parser.parse_interactive("")
+        self._lexer = interactive.lexer_thread.lexer.lexer  # PostLexConnector -> BasicLexer
+        conf = interactive.parser_state.parse_conf
+        self._states = conf.states
+        self._start_state = conf.start_state
+        self._end_state = conf.end_state
+        self._ignore = base_parser.lexer_conf.ignore
+        self._ignore_whitespace = ignore_whitespace
+        self._Token, self._LexerState, self._LineCounter = Token, LexerState, LineCounter
+        self._Shift = _shift_action()
+        self._accepts_cache = base_parser.__dict__.setdefault("_densecode_stack_accepts", {})
+        self._sequences_cache = base_parser.__dict__.setdefault("_densecode_accept_sequences", {})
+        self.last_parsed = None
+        self.next_ac_terminals: set = set()
+        self.reset()
+
+    def reset(self) -> None:
+        self.text = ""
+        self.entries: list[_LexEntry] = []
+        self.post: list = []  # post-lexed tokens (with _NL/_INDENT/_DEDENT)
+        self.lexer_pos = 0
+        self.lexing_incomplete = False
+        self.paren_level = 0
+        self.indent_level = [0]  # the indenter's stack after the last token
+        start = (self._start_state,)
+        self.snapshots: list[_ParseSnapshot] = [
+            _ParseSnapshot(start, frozenset(), self._accepts(start), (0,), (), None)]
+        self.fed: list = []  # post tokens the snapshots were computed from
+        self._post_kept = 0
+
+    # ------------------------------------------------------------ lexing
+
+    def _lex(self, code: str) -> None:
+        old = self.text
+        if code.startswith(old):
+            same = len(old)
+        else:
+            same = _common_prefix_length(old, code)
+        whole = len(self.entries)  # lexer tokens that end inside the unchanged prefix
+        while whole and self.entries[whole - 1].end_pos > same:
+            whole -= 1
+        # Re-lex the last whole token; reach further back (up to RELEX_TOKENS) only from a
+        # number or a dot, the only tokens a longer terminal can merge with what follows.
+        keep = max(0, whole - 1)
+        for i in range(max(0, whole - RELEX_TOKENS), whole - 1):
+            if self.entries[i].token.type in _MERGE_STARTS:
+                keep = i
+                break
+        indenter = self.indenter
+        line_ctr = self._LineCounter("\n")
+        if keep < len(self.entries):
+            first = self.entries[keep]
+            line_ctr.char_pos, line_ctr.line = first.char_pos, first.line
+            line_ctr.column, line_ctr.line_start_pos = first.column, first.line_start_pos
+            indent_level, paren_level = list(first.indent_level), first.paren_level
+            del self.post[first.post_start:]
+            del self.entries[keep:]
+            self.lexer_pos = self.entries[-1].end_pos if self.entries else 0
+        elif not self.entries:
+            indent_level, paren_level = [0], 0
+            self.post.clear()
+            self.lexer_pos = 0
+        else:  # nothing to re-lex (cannot happen with RELEX_TOKENS >= 1; kept for safety)
+            last = self.entries[-1]
+            line_ctr.char_pos = last.end_pos
+            line_ctr.line, line_ctr.column = last.token.end_line, last.token.end_column
+            line_ctr.line_start_pos = last.end_pos - last.token.end_column + 1
+            indent_level, paren_level = list(self.indent_level), self.paren_level
+        self._post_kept = len(self.post)
+        state = self._LexerState(code, line_ctr)
+        indenter.indent_level, indenter.paren_level = indent_level, paren_level
+        lexer, nl_type = self._lexer, indenter.NL_type
+        open_types, close_types = indenter.OPEN_PAREN_types, indenter.CLOSE_PAREN_types
+        self.lexing_incomplete = False
+        self.text = code  # entries stay consistent with `code` even when lexing stops early
+        from syncode.larkm.exceptions import UnexpectedCharacters
+
+        try:
+            while line_ctr.char_pos < len(code):
+                before = (line_ctr.char_pos, line_ctr.line, line_ctr.column, line_ctr.line_start_pos,
+                          tuple(indenter.indent_level), indenter.paren_level, len(self.post))
+                token = lexer.next_token(state)
+                self.lexer_pos = line_ctr.char_pos
+                # The token starts after any ignored text it skipped: store the state at its start.
+                skipped = token.start_pos - before[0]
+                if skipped:
+                    before = (token.start_pos, token.line, token.column, token.start_pos - token.column + 1,
+                              *before[4:])
+                self.entries.append(_LexEntry(token, *before))
+                if token.type == nl_type:
+                    self.post.extend(indenter._handle_NL(token))
+                else:
+                    self.post.append(token)
+                if token.type in open_types:
+                    indenter.paren_level += 1
+                elif token.type in close_types:
+                    indenter.paren_level -= 1
+                    if indenter.paren_level < 0:  # syncode asserts here
+                        raise ParseFailed(f"{token!r} closes a bracket that was never opened")
+        except UnexpectedCharacters:
+            self.lexing_incomplete = True
+        except EOFError:
+            pass
+        finally:
+            self.indent_level = list(indenter.indent_level)
+            self.paren_level = indenter.paren_level
+
+    # ------------------------------------------------------------ LALR on the state stack
+
+    def _feed(self, stack: list, ttype: str) -> None:
+        """syncode/lark's `ParserState.feed_token`, without values (KeyError = rejected)."""
+        states, end_state = self._states, self._end_state
+        is_end = ttype == "$END"
+        while True:
+            action, arg = states[stack[-1]][ttype]
+            if action is self._Shift:
+                stack.append(arg)
+                return
+            size = len(arg.expansion)
+            if size:
+                del stack[-size:]
+            stack.append(states[stack[-1]][arg.origin.name][1])
+            if is_end and stack[-1] == end_state:
+                return
+
+    def _accepts(self, stack: tuple) -> frozenset:
+        found = self._accepts_cache.get(stack)
+        if found is None:
+            accepted = set()
+            for t in self._states[stack[-1]]:
+                if t.isupper():
+                    try:
+                        self._feed(list(stack), t)
+                    except KeyError:
+                        continue
+                    accepted.add(t)
+            if len(self._accepts_cache) > _ACCEPTS_CACHE_LIMIT:
+                self._accepts_cache.clear()
+            found = self._accepts_cache[stack] = frozenset(accepted)
+        return found
+
+    # ------------------------------------------------------------ the syncode answer
+
+    def get_acceptable_next_terminals(self, code: str):
+        from syncode.parse_result import IndentationConstraint, ParseResult, RemainderState
+
+        self._lex(code)
+        post = self.post
+        # Resume after the longest run of post-lexed tokens that was parsed before.
+        fed = self.fed
+        limit = min(len(fed), len(post))
+        same = min(self._post_kept, limit)  # post tokens before the re-lexed tail are unchanged
+        while same < limit and fed[same].type == post[same].type and fed[same] == post[same]:
+            same += 1
+        del self.snapshots[same + 1:]
+        del fed[same:]
+        snap = self.snapshots[same]
+        stack = list(snap.stack)
+        cur_ac, next_ac = snap.cur_ac, snap.next_ac
+        indent_level = list(snap.indent_level)
+        dedent_queue = list(snap.dedent_queue)
+        last_parsed = snap.last_parsed
+        parse_incomplete = False
+        pos = same
+        while pos < len(post):
+            token = post[pos]
+            pos += 1
+            if token.type == "_INDENT":
+                indent = token.count(" ") + token.count("\t") * self.tab_len
+                if indent > indent_level[-1]:
+                    indent_level.append(indent)
+                else:
+                    while indent < indent_level[-1]:
+                        indent_level.pop()
+            elif token.type == "_DEDENT":  # fed once code follows on the next line
+                dedent_queue.append(token)
+                fed.append(token)
+                self.snapshots.append(_ParseSnapshot(tuple(stack), cur_ac, next_ac, tuple(indent_level),
+                                                     tuple(dedent_queue), last_parsed))
+                continue
+            else:
+                last_parsed = token
+            try:
+                if token.type != "_INDENT":
+                    while dedent_queue:  # syncode shoots queued dedents before the next code token
+                        indent_level.pop()
+                        self._feed(stack, dedent_queue.pop().type)
+                        cur_ac, next_ac = next_ac, self._accepts(tuple(stack))
+                self._feed(stack, token.type)
+            except KeyError:
+                if token != post[-1]:  # syncode's test (by token value): only the last token may fail
+                    raise ParseFailed(f"unexpected {token.type} {token!r}") from None
+                parse_incomplete = True
+                cur_ac, next_ac = next_ac, frozenset()
+                break
+            key = tuple(stack)
+            cur_ac, next_ac = next_ac, self._accepts(key)
+            fed.append(token)
+            self.snapshots.append(_ParseSnapshot(key, cur_ac, next_ac, tuple(indent_level), tuple(dedent_queue),
+                                                 last_parsed))
+
+        # syncode's _get_remainder
+        final_terminal = None
+        if self.lexing_incomplete:
+            remainder = code[self.lexer_pos:]
+            if self._ignore_whitespace:
+                remainder = remainder.lstrip(" ")
+            if remainder == "":
+                remainder_state = RemainderState.COMPLETE
+            else:
+                remainder_state = RemainderState.INCOMPLETE
+                cur_ac, next_ac = next_ac, frozenset()
+        elif parse_incomplete:
+            remainder_state = RemainderState.INCOMPLETE
+            remainder, final_terminal = last_parsed.value, last_parsed.type
+        elif last_parsed is not None:
+            if self.lexer_pos < len(code):
+                remainder_state, remainder = RemainderState.COMPLETE, ""
+            else:
+                remainder, final_terminal = last_parsed.value, last_parsed.type
+                remainder_state = RemainderState.MAYBE_COMPLETE
+        else:
+            remainder_state, remainder = RemainderState.COMPLETE, ""
+
+        self.last_parsed = last_parsed
+        cur_ac, next_ac = set(cur_ac), set(next_ac)
+        next_ac_indents = None
+        if remainder_state in (RemainderState.MAYBE_COMPLETE, RemainderState.COMPLETE) and \
+                last_parsed is not None and last_parsed.type == "_NL":
+            last_indent_str = last_parsed.value.split("\n")[-1]
+            last_indent = last_indent_str.count(" ") + last_indent_str.count("\t") * self.tab_len
+            indents = [indent - last_indent for indent in indent_level if indent >= last_indent]
+            if "_INDENT" in next_ac:
+                next_ac_indents = IndentationConstraint(greater_than_indent_val=indents[-1])
+            elif "_INDENT" in cur_ac:
+                next_ac_indents = IndentationConstraint(greater_than_indent_val=indents[-1] - 1)
+            else:
+                next_ac_indents = IndentationConstraint(accept_indents=indents)
+            cur_ac.add("_NL")
+            next_ac.add("_NL")
+            # Dedents waiting in the queue may close blocks now (syncode's test_parser25).
+            work = list(stack)
+            queue = list(dedent_queue)
+            level_next = next_ac
+            while queue and "_DEDENT" in level_next:
+                self._feed(work, queue.pop().type)
+                level_next = set(self._accepts(tuple(work)))
+                next_ac |= level_next
+        self.next_ac_terminals = next_ac
+        sequences, firsts = self._accept_sequences(remainder_state, cur_ac, next_ac, final_terminal)
+        result = ParseResult(set(sequences), remainder, remainder_state, next_ac_indents,
+                             function_end="$END" in next_ac or "EOF" in next_ac)
+        result.first_terminals = firsts  # what `is_valid_prefix` tests, precomputed
+        return result
+
+    def _accept_sequences(self, remainder_state, cur_ac: set, next_ac: set, final_terminal):
+        """syncode's `ParseResult.from_accept_terminals` sequences, cached per input (they repeat)."""
+        key = (remainder_state, frozenset(cur_ac), frozenset(next_ac), final_terminal)
+        cache = self._sequences_cache
+        found = cache.get(key)
+        if found is None:
+            from syncode.parse_result import ParseResult
+
+            r = ParseResult.from_accept_terminals(cur_ac, next_ac, "", remainder_state, final_terminal=final_terminal,
+                                                  ignore_terminals=self._ignore)
+            if len(cache) > _ACCEPTS_CACHE_LIMIT:
+                cache.clear()
+            found = cache[key] = (frozenset(r.accept_sequences), frozenset(seq[0] for seq in r.accept_sequences))
+        return found
+
+
+def _common_prefix_length(a: str, b: str) -> int:
+    """Length of the common prefix of a and b (binary search on C-speed slice compares)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _shift_action():
+    from syncode.larkm.parsers.lalr_analysis import Shift
+
+    return Shift
+
+
+__all__ = ["IncrementalPythonParser", "ParseFailed", "RELEX_TOKENS", "copy"]
