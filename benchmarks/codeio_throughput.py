@@ -65,7 +65,7 @@ def main() -> int:
     start = time.perf_counter()
     domain.score(tasks, answers)
     judge_s = time.perf_counter() - start
-    same_values = sum(c.ok and c.text == t["canonical"] for c, t in zip(computed, tasks))
+    same_values = sum(c.ok and c.text == t["canonical"].strip() for c, t in zip(computed, tasks))
     verdicts = [r["outcome"] == "success" for r in records]
 
     scripts = [f"{t['setup']}\n{t['code']}\nassert ({t['call']}) == ({a})\n"
