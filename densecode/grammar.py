@@ -636,9 +636,10 @@ class GrammarProcessor:
             base = self.processor.grammar_engine.inc_parser.base_parser
             size = len(self.mask_store._vocab) if hasattr(self.mask_store, "_vocab") else len(self.tokenizer)
             flags = []
+            parser = IncrementalPythonParser(base)
             for i in range(size):
                 text = self.tokenizer.decode([i])
-                parser = IncrementalPythonParser(base)
+                parser.reset()
                 try:
                     parser._lex(text)
                 except ParseFailed:  # e.g. a lone closing bracket
