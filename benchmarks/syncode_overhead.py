@@ -70,6 +70,8 @@ def parse_args(argv=None):
                    help="tokens the slow baseline parsers are timed on (syncode's grows to ~1 s/token by 512)")
     p.add_argument("--realistic", action="store_true",
                    help="also time generation on a random GPT-2-small-shaped model (12x768; ~1 min per mode)")
+    p.add_argument("--mbpp-configs", nargs="+", default=["before", "after"], choices=["before", "after"],
+                   help="MBPP section: syncode as shipped (before) and/or densecode (after)")
     p.add_argument("--skip", nargs="*", default=[], choices=["generation", "position", "maskstore", "mbpp"])
     p.add_argument("--quick", action="store_true",
                    help="small budget for benchmarks/run_all.py --quick (32 tokens, 30 MBPP solutions, no fresh build)")
@@ -276,6 +278,7 @@ def bench_mbpp(tok, solutions, args):
         "before (syncode as shipped)": {"corrected_grammar": False, "indent": False, "syncode_fixes": False},
         "after (densecode)": {"corrected_grammar": True, "indent": True, "syncode_fixes": True},
     }
+    configs = {k: v for k, v in configs.items() if k.split()[0] in args.mbpp_configs}
     vocab = len(tok)
     results = {}
     for name, options in configs.items():
@@ -304,7 +307,8 @@ def bench_mbpp(tok, solutions, args):
         print(f"examples {name}: " + "; ".join(examples))
     from densecode.eval.bench_records import figure
 
-    (before, before_mask, _), (after, after_mask, _) = results.values()
+    after, after_mask, _ = results.get("after (densecode)", (None, None, None))
+    before, before_mask, _ = results.get("before (syncode as shipped)", (None, None, None))
     return [figure("MBPP references rejected by the check", after, "solutions", baseline="syncode as shipped",
                    baseline_value=before, note=f"of {len(solutions)}"),
             figure("MBPP references a constrain mask blocks", after_mask, "solutions", baseline="syncode as shipped",
