@@ -6,7 +6,10 @@ Prints
 1. generation tokens/s with grammar off / check / constrain (check-first, densecode's
    default) / constrain (full mask every step, SynCode's way), same model, same
    prompts, same seed, at 64 and 256 new tokens: slowdown vs `off`, and constrain's
-   time per token vs check's (goal <= 1.3x). "unchecked" counts check-mode tokens
+   time per token vs check's (goal <= 1.3x), and the grammar's own CPU time per
+   emitted token (parser checks, masks, redraws; the model and the plain draw
+   excluded), since constrain also changes what is generated (EOS only once the
+   code parses, so rows run longer). "unchecked" counts check-mode tokens
    after a row's first rejected token (its code is no longer a valid prefix, so
    later tokens get no verdict) and rows that fell back; a random or weak model
    writes invalid code early, hence many unchecked tokens with 0 fallbacks;
@@ -113,17 +116,20 @@ def bench_generation(model, tok, args, label="embedded"):
     print("(seconds = CPU seconds of this process, time.process_time: the 2 cores are shared with other work, so "
           "wall-clock, the last column, is noisy; torch runs 1 thread)")
     print(f"{'new tokens':>10} {'mode':>15} {'tokens':>7} {'seconds':>8} {'tok/s':>8} {'slowdown':>9} "
-          f"{'s/tok vs check':>15} {'accepted':>9} {'unchecked':>9} {'fallbacks':>9} {'wall s':>8}")
+          f"{'s/tok vs check':>15} {'accepted':>9} {'unchecked':>9} {'fallbacks':>9} {'wall s':>8} "
+          f"{'grammar ms/tok':>11}")
     for budget in args.new_tokens:
-        rates = {}
+        rates, grammar_ms = {}, {}
         for name, mode, options in MODES:
+            grammar_stats: dict = {}
             start, wall = time.process_time(), time.perf_counter()
             out = generate(model, tok, PROMPTS, n=args.n, max_new_tokens=budget, temperature=args.temperature,
                            grammar=mode, seed=0, batch_size=len(PROMPTS) * args.n, progress=False,
-                           grammar_options=options or None)
+                           grammar_options={**options, "stats": grammar_stats} if mode != "off" else None)
             secs, wall = time.process_time() - start, time.perf_counter() - wall
             tokens = sum(len(g.token_ids) for g in out)
             rate = rates[name] = tokens / secs
+            grammar_ms[name] = 1000 * grammar_stats.get("cpu_s", 0.0) / max(tokens, 1)
             verdicts = [v for g in out for v in (g.grammar_verdicts or [])]
             accepted = sum(v is True for v in verdicts)
             unchecked = sum(v is None for v in verdicts)
@@ -131,11 +137,14 @@ def bench_generation(model, tok, args, label="embedded"):
             vs_check = f"{rates['check'] / rate:>14.2f}x" if name.startswith("constrain") else f"{'-':>15}"
             extra = (f"{accepted:>9} {unchecked:>9} {fallbacks:>9}" if mode != "off" else f"{'-':>9} {'-':>9} {'-':>9}")
             print(f"{budget:>10} {name:>15} {tokens:>7} {secs:>8.2f} {rate:>8.1f} {rates['off'] / rate:>8.2f}x "
-                  f"{vs_check} {extra} {wall:>8.2f}")
+                  f"{vs_check} {extra} {wall:>8.2f} {grammar_ms[name]:>11.3f}")
             if mode != "off":
                 records.append(figure(f"tok/s, grammar {name}, {budget} new tokens, {label} model", rate, "tok/s",
                                       baseline="grammar off", baseline_value=rates["off"],
                                       note=f"fallbacks {fallbacks}, unchecked {unchecked}/{len(verdicts)}"))
+        records.append(figure(f"grammar CPU ms per emitted token, constrain, {budget} new tokens, {label} model",
+                              grammar_ms["constrain"], "ms/token", baseline="check",
+                              baseline_value=grammar_ms["check"]))
         records.append(figure(f"constrain time per token vs check, {budget} new tokens, {label} model",
                               rates["check"] / rates["constrain"], "x", baseline="constrain by full mask",
                               baseline_value=rates["check"] / rates["constrain-mask"], note="goal <= 1.3x"))
