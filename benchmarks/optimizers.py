@@ -22,8 +22,8 @@ Variants (configs/<domain>.yaml and configs/<domain>-grpo.yaml, --domain robotic
     .venv/bin/python benchmarks/optimizers.py --quick            # small budget (~minutes)
     .venv/bin/python benchmarks/optimizers.py --steps 150        # full budget
     # truncation masking, before vs after #22, with max_new_tokens lowered so 10-30% of responses are cut:
-    .venv/bin/python benchmarks/optimizers.py --variants microcoder-previous,microcoder \\
-        --max-new-tokens 64 --steps 24 --eval-every 8 --eval-tasks 100 --out runs/bench/masking
+    .venv/bin/python benchmarks/optimizers.py --variants microcoder-previous,microcoder --max-new-tokens 80 \\
+        --responses-per-step 32 --group-size 8 --steps 30 --eval-every 10 --eval-tasks 100 --out runs/bench/masking
 Writes <out>/optimizers.png (held-out success and executability curves), <out>/optimizers.md (tables:
 held-out success, and for GRPO runs how many responses were truncated and masked, and why, summed over
 all steps) and <out>/optimizers.json; the runs stay in <out>/<variant>/.
@@ -87,7 +87,14 @@ def read_run(run_dir: Path) -> dict:
                     execs.append((int(rec["step"]), float(rec["eval/executability"])))
             elif rec.get("kind") == "train":
                 train.append(rec)
-    return {"curve": curve, "exec": execs, "train": train}
+    # Which "judged incorrect" rule the run used: the other rule's counts are not computed (shown as –).
+    evidence = None
+    if (run_dir / "config.yaml").is_file():
+        import yaml
+
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        evidence = ((cfg.get("algo") or {}).get("grpo") or {}).get("truncation_evidence")
+    return {"curve": curve, "exec": execs, "train": train, "evidence": evidence}
 
 
 def run_variant(name: str, args, out: Path) -> dict:
@@ -163,9 +170,15 @@ def mask_table(results: dict) -> str:
         if not c:
             continue
         frac = c["truncated"] / c["responses"] if c["responses"] else float("nan")
+        cut_proof = res.get("evidence") != "any_verdict"
+
+        def shown(key: str, computed: bool, counts=c) -> str:
+            return f"{counts[key]:.0f}" if computed else "–"
+
         lines.append(f"| {name} | {c['responses']:.0f} | {c['truncated']:.0f} ({frac:.1%}) | "
-                     f"{c['truncated_incorrect_finished_wrong']:.0f} | {c['truncated_incorrect_error_before_cut']:.0f} | "
-                     f"{c['truncated_incorrect_any_verdict']:.0f} | {c['truncated_repetitive']:.0f} | "
+                     f"{shown('truncated_incorrect_finished_wrong', cut_proof)} | "
+                     f"{shown('truncated_incorrect_error_before_cut', cut_proof)} | "
+                     f"{shown('truncated_incorrect_any_verdict', not cut_proof)} | {c['truncated_repetitive']:.0f} | "
                      f"{c['eligible']:.0f} | {c['masked']:.0f} |")
     return "\n".join(lines)
 

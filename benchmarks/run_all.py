@@ -104,6 +104,15 @@ BENCHES = [
           quick_args=["--steps", "4", "--eval-every", "2", "--eval-tasks", "20", "--responses-per-step", "8",
                       "--group-size", "4", "--variants", "ppo-dense,microcoder",
                       "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230),
+    # issue #14's code tasks (last: in --quick they get what the others leave)
+    Bench("testgen_throughput", "testgen: responses judged per second (coverage + mutants) vs one python each",
+          quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),
+    Bench("commitmsg_throughput", "commitmsg: messages scored per second (ROUGE-L + chrF) vs one python each",
+          quick_args=["--tasks", "300", "--naive-limit", "5"], quick_timeout_s=40),
+    Bench("codegen_throughput", "codegen: responses judged per second by hidden asserts vs one python each",
+          quick_args=["--tasks", "50", "--naive-limit", "20"], quick_timeout_s=40),
+    Bench("codeio_throughput", "codeio: answers judged per second (values run in the sandbox) vs one python each",
+          quick_args=["--tasks", "100", "--naive-limit", "20"], quick_timeout_s=40),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 

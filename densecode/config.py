@@ -87,22 +87,22 @@ class PPOConfig:
     """PPO on per-token rewards with a value model (densecode/rl/ppo.py); names follow TRL's PPOConfig."""
 
     epochs: int = 4  # passes over each rollout batch (TRL num_ppo_epochs)
-    gamma: float = 1.0
-    lam: float = 0.95
+    gamma: float = 1.0  # discount of the per-token rewards (reference 1.0: the return is the sum to the end)
+    lam: float = 0.95  # GAE lambda (reference 0.95)
     clip_eps: float = 0.2  # TRL cliprange
     clip_eps_high: float = 0.2  # upper ratio bound 1 + clip_eps_high; = clip_eps is PPO's symmetric clip
     value_clip: float = 0.3  # TRL cliprange_value
-    vf_coef: float = 1.0
-    ent_coef: float = 0.0
-    whiten_advantages: bool = True
+    vf_coef: float = 1.0  # weight of the value loss in the total loss (reference 1.0)
+    ent_coef: float = 0.0  # entropy bonus weight (reference 0: none)
+    whiten_advantages: bool = True  # normalise advantages over the batch (reference: yes; rewards are not)
     # Learning rate of the value head (and separate critic); 0 = train.lr. A zero-initialised
     # head at an RL-sized policy lr (1e-6..1e-5) takes hundreds of steps to fit the returns.
     vf_lr: float = 0.0
     # The reward's KL weight (reward.weights.kl) adapted towards target_kl (Ziegler et al.); the
     # controller measures the KL with the estimator the reward's kl component uses.
     adaptive_kl: bool = False
-    target_kl: float = 6.0
-    kl_horizon: int = 10000
+    target_kl: float = 6.0  # the adaptive controller's target sequence KL
+    kl_horizon: int = 10000  # the controller's horizon in prompts (Ziegler et al.): larger = slower changes
 
 
 @dataclass
@@ -125,7 +125,7 @@ class TemperatureScheduleConfig:
     # Step down one stage when outputs turn chaotic (null = off): the diversity level above `ceiling`, or the
     # share of unparsable outputs (syntax component) rising by `unparsable_rise` over the stage's first window.
     ceiling: float | None = None
-    unparsable_rise: float | None = None
+    unparsable_rise: float | None = None  # the rise of the unparsable share that steps down (null = off)
 
 
 @dataclass
@@ -145,6 +145,7 @@ class GRPOConfig:
     # "Judged incorrect" (keeps a truncated response's advantage) from: cut_proof = evidence the cut did not
     # cause (docs/grpo.md) | any_verdict = any verdict component's verdict (the rule before issue #22).
     truncation_evidence: str = "cut_proof"
+    # The components whose verdicts can judge a response incorrect (see truncation_evidence).
     verdict_components: list[str] = field(default_factory=lambda: ["syntax", "tests", "sim"])
     truncation_rho: float = 0.3  # share of eligible truncated responses masked (paper: 10% and 30% appear)
     repetition_test: str = "paper"  # paper: last `window` tokens == the `window` before | any_period: period 1..w
@@ -153,7 +154,7 @@ class GRPOConfig:
     repetition_window: int = 64
     # densecode's extension: a token-level term from the attributable parts of these components.
     dense: bool = False
-    dense_scale: float = 0.5
+    dense_scale: float = 0.5  # weight of that token-level term next to the group advantage
     # syntax/lint by their values, others (sim, tests) by their located diagnostics only (the line that raised).
     dense_components: list[str] = field(default_factory=lambda: ["syntax", "lint", "sim", "tests"])
     # MicroCoder uses beta = 0: a KL weight in the reward (reward.weights.kl, e.g. from a PPO config) is an
@@ -167,8 +168,8 @@ class AlgoConfig:
     name: str = "ppo"  # ppo | grpo: which of the sections below is used
     # The update loop, shared: each epoch/iteration splits the batch into minibatches (one optimizer step each).
     num_minibatches: int = 1
-    grad_accum_steps: int = 1
-    max_grad_norm: float = 1.0
+    grad_accum_steps: int = 1  # micro-batches per minibatch (gradients accumulated: same result, less memory)
+    max_grad_norm: float = 1.0  # gradient clipping by global norm; a non-finite norm skips the step
     # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
     # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
     score_pass: bool = False
@@ -374,9 +375,24 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[dict, str]
     layers: list[tuple[dict, str]] = []
     base = data.pop("base", None)
     if base is not None:
-        layers += _read_yaml((path.parent / str(base)), seen + (path.resolve(),))
+        layers += _read_yaml(_resolve_base(path, base), seen + (path.resolve(),))
     layers.append((data, str(path)))
     return layers
+
+
+def _resolve_base(path: Path, base: Any) -> Path:
+    """`base: NAME` of the config at `path`: beside the file first, else one of densecode's shipped configs."""
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: 'base' must be a file name, e.g. base: robotics.yaml; got {base!r}")
+    beside = path.parent / base
+    if beside.is_file():
+        return beside
+    if not Path(base).is_absolute():  # never the working directory: a config means the same from anywhere
+        for shipped in (CONFIG_DIR / base, CONFIG_DIR / f"{base}.yaml"):
+            if shipped.is_file():
+                return shipped
+    raise ConfigError(f"{path}: base {base!r} not found: looked for {beside.resolve()} (beside the file) and "
+                      f"{CONFIG_DIR / base} (densecode's configs: {', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))})")
 
 
 def resolve_config_path(name: str | Path) -> Path:

@@ -143,7 +143,10 @@ def _default(f: dataclasses.Field) -> str:
 def field_docs(cls: type, prefix: str = "") -> list[FieldDoc]:
     """The documented leaf fields of dataclass `cls`, depth first; nested dataclasses are sections."""
     hints = typing.get_type_hints(cls)
-    comments = _source_comments(cls)
+    comments: dict[str, str] = {}
+    for base in reversed(cls.__mro__):  # inherited fields keep the comments of the class that declares them
+        if dataclasses.is_dataclass(base):
+            comments.update({k: v for k, v in _source_comments(base).items() if v})
     out: list[FieldDoc] = []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]

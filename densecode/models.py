@@ -277,5 +277,7 @@ def load_model_and_tokenizer(model_cfg: ModelConfig, lora_cfg: LoraConfig | None
             path, config=config, torch_dtype=dtype, trust_remote_code=model_cfg.trust_remote_code
         )
     except (OSError, ValueError) as exc:
-        raise DensecodeError(f"could not load model weights from {path}: {str(exc).splitlines()[0]}") from None
+        raise DensecodeError(f"could not load model weights from {path}: {str(exc).splitlines()[0].rstrip('.')} "
+                             "(a model directory needs config.json, the weights save_pretrained writes "
+                             "(*.safetensors or pytorch_model.bin) and the tokenizer files: copy it whole)") from None
     return _finish(model, tokenizer, model_cfg, lora_cfg, device, dtype, for_training, path)

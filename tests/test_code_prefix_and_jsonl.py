@@ -21,7 +21,9 @@ class _Spy:
     def __call__(self, model, tokenizer, prompts, *, n=1, grammar_options=None, **kw):
         self.options.append(grammar_options)
         return [SimpleNamespace(prompt_index=i // n, token_ids=[1], finish_reason="eos", completion="x",
-                                grammar_verdicts=None, to_dict=dict) for i in range(len(prompts) * n)]
+                                grammar_verdicts=None, to_dict=dict, policy_logprobs=[-1.0],
+                                eos_policy_logprob=-1.0, hidden=None, stop_token_id=None)
+                for i in range(len(prompts) * n)]
 
 
 def test_training_rollout_passes_the_code_prefix(tiny_model_dir, tmp_path, monkeypatch):

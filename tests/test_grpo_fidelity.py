@@ -425,3 +425,38 @@ def test_algo_sections_are_typed():
         load_config(None, ["algo.grpo.sequence_reward=max"])
     with pytest.raises(ConfigError, match="unknown key 'algo.ppo.group_size'"):
         load_config(None, ["algo.ppo.group_size=4"])
+
+
+# ------------------------------------------------------------------ 3. the paper's repetition test can fire
+
+
+def test_repetition_window_that_can_never_fire_warns():
+    import warnings
+
+    from densecode.config import load_config
+
+    for name in ("robotics-grpo", "code-grpo"):  # the shipped configs: 2 x 64 <= max_new_tokens 128
+        cfg = load_config(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert GRPOAlgorithm.from_config(cfg.algo, cfg.generation).repetition_test == "paper"
+    cfg = load_config("robotics-grpo", ["generation.max_new_tokens=80"])
+    with pytest.warns(UserWarning, match="no response can be repetitive; set repetition_window <= 40"):
+        GRPOAlgorithm.from_config(cfg.algo, cfg.generation)
+    cfg = load_config("robotics-grpo", ["generation.max_new_tokens=80", "algo.grpo.repetition_test=any_period"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GRPOAlgorithm.from_config(cfg.algo, cfg.generation)
+
+
+@pytest.mark.parametrize("domain", ["robotics", "code", "codegen"])
+def test_algo_grpo_has_a_grpo_config_per_domain(domain):
+    from densecode.cli.train import resolve_config
+    from densecode.rewards import effective_weights
+
+    args = SimpleNamespace(config=None, overrides=[], domain=domain, model=None, algo="grpo", resume=None,
+                           output_dir=None, steps=None)
+    cfg, path, _ = resolve_config(args)
+    assert str(path).endswith(f"{domain}-grpo.yaml") and cfg.algo.name == "grpo"
+    assert cfg.algo.grpo.sequence_reward == "outcome" and cfg.algo.grpo.truncation_evidence == "cut_proof"
+    assert effective_weights(cfg.reward, cfg.domain)["kl"] == 0.0  # MicroCoder: beta = 0

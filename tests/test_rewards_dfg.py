@@ -116,3 +116,9 @@ def test_unrelated_references_do_not_match_fully(shared_data, other):
     full = sum(dataflow_match(rows[(i + other) % 200]["code"], r["code"]) == 1.0 for i, r in enumerate(rows)
                if dataflow_edges(r["code"]))
     assert full < 10  # only trivially small references may coincide
+
+
+def test_too_deeply_nested_candidate_scores_zero_without_crashing():
+    deep = "def count_pairs(nums, k):\n    x = " + "nums+" * 3000 + "k\n    return x\n"
+    assert dataflow_match(deep, REF) == 0.0
+    assert dataflow_match(REF, deep) is None

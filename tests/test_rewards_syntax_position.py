@@ -140,3 +140,17 @@ def test_code_after_comments_is_code(tok):
     s = sample_of(tok, CODE_PROMPT, "# add\ndef add(a, b):\n    return a + b\n")
     out = SyntaxComponent()([s])[0]
     assert out.info["has_code"] == 1.0 and out.values.min() >= 0 and out.values.max() == 1.0
+
+
+def test_too_deeply_nested_to_compile_is_an_error_not_a_crash(tok):
+    """CPython cannot build the tree of a few thousand chained `+` (RecursionError): a syntax error.
+
+    Only a complete expression shows the depth (an unfinished one fails to parse before the
+    tree is built), so the position is not exact here; the verdict is.
+    """
+    response = "x = " + "1+" * 3000 + "1\n"
+    with pytest.raises(RecursionError):
+        compile(response, "<deep>", "exec")
+    s = sample_of(tok, CODE_PROMPT, response)
+    out = SyntaxComponent()([s])[0]
+    assert out.info["syntax_ok"] == 0.0 and (out.values < 0).sum() == 1

@@ -121,8 +121,9 @@ def test_hostile_suite_is_stable_over_20_runs():
             capture_output=True, text=True, check=False, cwd=os.path.dirname(here),
         )
         if proc.returncode != 0:
-            failures.append((i, proc.stdout[-3000:]))
-    assert not failures, failures
+            failures.append(f"run {i + 1}:\n{proc.stdout[-6000:]}")
+    if failures:
+        pytest.fail(f"{len(failures)} of 20 runs failed:\n" + "\n".join(failures), pytrace=False)
 
 
 CPU_BOUND = {
@@ -144,14 +145,14 @@ def test_cpu_bound_programs_time_out_at_their_cpu_limit():
     The wall-clock limit is far away (60 s), so only the CPU limit can end these programs; the
     figures are CPU seconds, so machine load does not change them.
     """
-    with SandboxPool(max_workers=2, limits=Limits(timeout_s=60, cpu_s=2)) as pool:
+    with SandboxPool(max_workers=2, limits=Limits(timeout_s=60, cpu_s=1)) as pool:  # 1 s: CPU is scarce in CI
         results = pool.run([AssertJob(code, TEST) for code in CPU_BOUND.values()])
         [ok] = pool.run([AssertJob(GOOD_F, TEST)])
     summary = {name: (r.outcome, r.details.get("cpu_s"), r.details.get("signal")) for name, r in zip(CPU_BOUND, results)}
     for r in results:
         assert r.outcome == "timeout", summary
         assert r.details.get("cpu_limit") is True, summary
-        assert 1.8 <= r.details["cpu_s"] <= 2.2, summary
+        assert 0.9 <= r.details["cpu_s"] <= 1.1, summary
     assert ok.outcome == "passed" and ok.details["cpu_s"] < 1.0
 
 

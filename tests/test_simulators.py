@@ -85,7 +85,7 @@ def test_any_registered_gym_id_plugs_in_robosim_as_an_example():
 
 @pytest.mark.parametrize("opts,match", [
     ({}, "tasks.simulator is not set"),
-    ({"simulator": "no.such.module:Env", "api": {"f": {"action": 0}}}, "cannot be imported"),
+    ({"simulator": "no.such.module:Env", "api": {"f": {"action": 0}}}, "cannot import"),
     ({"simulator": "NoSuchEnv-v9", "api": {"f": {"action": 0}}}, "not a registered gymnasium env id"),
     ({"simulator": "densecode.simulators.warehouse:WarehouseEnv"}, "tasks.api must map"),
     ({"simulator": "densecode.simulators.warehouse:WarehouseEnv", "api": {"class": {"action": 0}}}, "not a valid Python"),

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("densecode.cli.train", "fine-tune a policy with PPO or GRPO on dense rewards"),
     "generate": ("densecode.cli.generate", "sample completions (optionally SynCode-checked) to JSONL"),
     "eval": ("densecode.cli.eval", "evaluate a model on mbpp, mbppplus, roboeval, robotics or any domain"),
+    "check": ("densecode.cli.check", "run a domain's reference programs and check a simulator plug-in's binding"),
     "explain": ("densecode.cli.explain", "render per-token rewards of rollouts as an HTML page"),
     "compare": ("densecode.cli.compare", "side-by-side table and chart of two eval or train runs"),
     "build-model": ("densecode.cli.build_model", "rebuild the embedded densecode-tiny model offline"),

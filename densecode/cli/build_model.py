@@ -9,8 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from densecode.embedded import ASSET_DIR
 from densecode.embedded.build import (
-    ASSET_DIR,
     TOY,
     BuildRecipe,
     _prepare_out,

@@ -68,6 +68,26 @@ def read_prompts(path: str | Path) -> list[str]:
     return prompts
 
 
+def read_prompt_tasks(path: str | Path) -> list[dict | None]:
+    """Per prompt of a JSONL prompts file, the task it came from: the row's `task` mapping, else its other fields
+    (a file of task dicts, e.g. from `densecode check --write-tasks`); None for plain-text prompts. Carried into
+    the output so that `densecode explain --config` scores each completion on its own task (a simulator's world)."""
+    from densecode.jsonl import read_jsonl
+
+    try:
+        rows = read_jsonl(path, what="prompts", strings=True)
+    except DensecodeError:
+        return []  # a plain-text prompts file: no tasks
+    out = []
+    for row in rows:
+        if not isinstance(row, dict):
+            out.append(None)
+            continue
+        task = row["task"] if isinstance(row.get("task"), dict) else {k: v for k, v in row.items() if k != "prompt"}
+        out.append(task or None)
+    return out
+
+
 def _unescape(text: str) -> str:
     return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
 
@@ -78,6 +98,7 @@ def run(args) -> int:
     if args.model:
         cfg.model.name_or_path = args.model
     prompts = read_prompts(args.prompts)
+    tasks = read_prompt_tasks(args.prompts)
     out = Path(args.out)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +122,10 @@ def run(args) -> int:
     elapsed = time.perf_counter() - started
     with out.open("w", encoding="utf-8") as fh:
         for g in results:
-            fh.write(json.dumps(g.to_dict(), ensure_ascii=False) + "\n")
+            row = g.to_dict()
+            if g.prompt_index < len(tasks) and tasks[g.prompt_index] is not None:
+                row["task"] = tasks[g.prompt_index]
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     tokens = sum(len(g.token_ids) for g in results)
     summary = f"wrote {len(results)} completions to {out} ({tokens} tokens, {tokens / max(elapsed, 1e-9):.1f} tok/s)"
     checked = [v for g in results for v in (g.grammar_verdicts or []) if v is not None]

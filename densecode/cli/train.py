@@ -42,14 +42,12 @@ def configure(parser) -> None:
 
 def resolve_config(args):
     """The run's config: --config, else configs/<domain>.yaml (or the resumed run's config.yaml), then --set."""
-    from densecode.rl.trainer import resolve_checkpoint
-
     overrides = list(args.overrides or [])
     config_path = args.config
     resume_ckpt = None
     if args.resume:
-        resume_ckpt = resolve_checkpoint(args.resume)
-        run_cfg = resume_ckpt.parent.parent / "config.yaml"
+        resume_ckpt, run_dir = resume_point(args.resume)
+        run_cfg = run_dir / "config.yaml"
         if config_path is None and run_cfg.is_file():
             config_path = run_cfg
     if config_path is None:
@@ -74,7 +72,49 @@ def resolve_config(args):
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
     cfg = load_config(config_path, overrides)
+    if resume_ckpt is not None:
+        import json
+
+        from densecode.rl.trainer import check_resumable
+
+        # Before anything is built or written: the run's config.yaml stays the one it was trained with.
+        check_resumable(resume_ckpt, json.loads((resume_ckpt / "trainer_state.json").read_text()), cfg)
     return cfg, config_path, resume_ckpt
+
+
+def resume_point(path) -> tuple[Path | None, Path]:
+    """(checkpoint to load, run directory) for `--resume PATH`.
+
+    A run directory that has its config.yaml but no checkpoint yet (killed during its first save_every
+    steps) restarts from step 0 with that config: (None, run_dir)."""
+    from densecode.rl.trainer import resolve_checkpoint
+
+    path = Path(path)
+    try:
+        ckpt = resolve_checkpoint(path)
+    except DensecodeError:
+        if (path / "config.yaml").is_file() and not (path / "trainer_state.json").exists():
+            logger.warning("%s has no checkpoint yet: restarting that run from step 0 with its config.yaml", path)
+            return None, path
+        raise
+    return ckpt, ckpt.parent.parent
+
+
+def _holds_a_run(run_dir: Path) -> bool:
+    """A checkpoint, or the metrics of a run killed before its first checkpoint (--resume restarts it)."""
+    return (run_dir / "checkpoints" / "latest").is_file() or any((run_dir / "checkpoints").glob("step-*")) or (
+        (run_dir / "config.yaml").is_file() and (run_dir / "metrics.jsonl").is_file())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    import os
+
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def build_reward_fn(cfg, domain=None):
@@ -135,9 +175,9 @@ def run(args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg, _config_path, resume_ckpt = resolve_config(args)
     run_dir = Path(cfg.train.output_dir)
-    if resume_ckpt is not None and not args.output_dir:
-        run_dir = resume_ckpt.parent.parent
-    if resume_ckpt is None and (run_dir / "checkpoints" / "latest").is_file():
+    if args.resume and not args.output_dir:
+        run_dir = resume_point(args.resume)[1]
+    if not args.resume and _holds_a_run(run_dir):
         raise DensecodeError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
                              "or pass another --output-dir")
     trainer = build_trainer(cfg, run_dir, progress=not args.no_progress)
@@ -145,11 +185,11 @@ def run(args) -> int:
         import torch
 
         torch.set_num_threads(cfg.train.num_threads)
+    if resume_ckpt is not None:
+        trainer.load_checkpoint(resume_ckpt)  # validates before the run directory is touched
     if trainer.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(dump_yaml(cfg))
-    if resume_ckpt is not None:
-        trainer.load_checkpoint(resume_ckpt)
+        _write_atomic(run_dir / "config.yaml", dump_yaml(cfg))
     result = trainer.train()
     if trainer.is_main:
         where = run_dir.resolve()

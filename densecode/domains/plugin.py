@@ -19,7 +19,7 @@ from densecode.domains.robotics import STOP
 class PluginOptions(DomainOptions):
     # The env: a registered gymnasium id or "package.module:EnvClass", and its constructor kwargs.
     simulator: str = ""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the env's constructor
     # Program function -> {action: template with "$param" placeholders, params: [...], result: "info.key"}.
     api: dict[str, dict] = field(default_factory=dict)
     error: str | None = None  # a step-output path whose truthy value means the call failed (a robot error)
@@ -27,11 +27,11 @@ class PluginOptions(DomainOptions):
     end_action: Any = None  # sent after the program returns when score is end_reward
     # Tasks: a generator "package.module:function" f(split, n, seed) -> list[dict], or a JSONL file.
     source: str | None = None
-    path: str | None = None
-    eval_fraction: float = 0.2
+    path: str | None = None  # a JSONL of task dicts (relative to the config's folder) instead of `source`
+    eval_fraction: float = 0.2  # with `path`: the share of rows (from the end) held out for eval
     runs: int = 1  # runs per program (seeds task seed + k)
-    timeout_s: float = 1.0
-    max_calls: int = 1000
+    timeout_s: float = 1.0  # wall seconds per run of a program
+    max_calls: int = 1000  # API calls per run before it is stopped as a timeout
     clean_credit: float = 0.25  # score of a clean run that does not finish the task
 
 
@@ -53,6 +53,12 @@ class PluginDomain(Domain):
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
         return self._source.tasks(split, n, seed)
 
+    def prepare(self) -> None:
+        # Draw from both splits training uses, so that a generator returning the wrong thing fails before the
+        # model loads (each task is checked as it is drawn).
+        self.tasks("train", 2, int(self.options.train_seed))
+        self.tasks(self.options.eval_split, 2, int(self.options.eval_seed))
+
     def simulator(self) -> Any:
         return self._source.backend
 
@@ -63,12 +69,23 @@ class PluginDomain(Domain):
         return task.get("reference")
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
+        from densecode.simulators.backend import reason
+        from densecode.simulators.runner import SEVERITY
+
         programs = [t["prompt"] + r for t, r in zip(tasks, responses)]
-        outcomes = self._source.backend.outcomes(programs, tasks)
-        return [{"task_id": t.get("task_id"), "outcome": o, "score": float(o == "success")}
-                for t, o in zip(tasks, outcomes)]
+        records = []
+        for t, runs in zip(tasks, self._source.backend.run(programs, tasks)):
+            worst = min(runs, key=lambda r: SEVERITY[r.outcome])
+            error = None
+            if worst.error:
+                line = f"line {worst.error['line']}: " if worst.error.get("line") else ""
+                error = line + reason(worst.error)
+            records.append({"task_id": t.get("task_id"), "outcome": worst.outcome,
+                            "score": float(worst.outcome == "success"), "error": error})
+        return records
 
     def metrics(self, records: list[dict]) -> dict[str, float]:
+        # Cumulative rates as RoboSim's; a simulator_error (the env's bug) counts against none of the program's.
         n = max(len(records), 1)
         count = lambda *names: sum(r["outcome"] in names for r in records) / n
         return {
@@ -77,4 +94,5 @@ class PluginDomain(Domain):
             "no_python_error": 1.0 - count("parse_error", "python_error"),
             "no_robot_error": 1.0 - count("parse_error", "python_error", "robot_error"),
             "success": count("success"),
+            "simulator_error": count("simulator_error"),
         }

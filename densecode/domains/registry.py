@@ -25,6 +25,10 @@ _REGISTRY: dict[str, type] = {}
 BUILTIN: dict[str, str] = {
     "robotics": "densecode.domains.robotics:RoboticsDomain",
     "code": "densecode.domains.code:CodeDomain",
+    "codegen": "densecode.domains.codegen:CodegenDomain",
+    "codeio": "densecode.domains.codeio:CodeioDomain",
+    "testgen": "densecode.domains.testgen:TestgenDomain",
+    "commitmsg": "densecode.domains.commitmsg:CommitmsgDomain",
 }
 PLUGIN_DOMAIN = "densecode.domains.plugin:PluginDomain"
 

@@ -94,17 +94,9 @@ def _read_records(path: Path) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise DensecodeError(f"{path}: not valid JSON: {exc}") from None
         return records
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise DensecodeError(f"{path}:{lineno}: not a JSON object: {exc}") from None
-    if not records:
-        raise DensecodeError(f"{path}: no records (expected MBPP/MBPP+ JSON lines)")
-    return records
+    from densecode.jsonl import read_jsonl
+
+    return read_jsonl(path, what="records", hint="expected MBPP/MBPP+ JSON lines")
 
 
 def _require(record: dict, keys: tuple[str, ...], where: str) -> None:
@@ -218,7 +210,7 @@ def _hub_records(benchmark: str) -> list[dict]:
     if benchmark == "mbppplus":
         return _evalplus_release_records(hint)
     try:
-        import datasets  # noqa: PLC0415 (optional, heavy)
+        import datasets
     except ImportError:
         raise DensecodeError(f"no --data given and the `datasets` package is not installed: {hint}") from None
     try:

@@ -176,7 +176,7 @@ def build_assembler(reward_cfg: Any, domain: Any, *, simulator: Any = None, sand
     (a densecode.domains.Domain, or a reference recipe's name).
 
     `components` lets callers inject ready-made component objects (tests, custom code);
-    `kl_estimator` (e.g. `cfg.algo.kl_estimator`) applies unless
+    `kl_estimator` (k1 | k3) applies unless
     `reward.components.kl.estimator` is set.
     """
     weights = effective_weights(reward_cfg, domain)

@@ -228,11 +228,22 @@ def dataflow_edges(code: str) -> list[tuple[str, str, tuple[str, ...]]]:
 
 
 def dataflow_match(candidate: str, reference: str) -> float | None:
-    ref = Counter(dataflow_edges(reference))
+    """Matched reference edges / reference edges; None when the reference has no edges.
+
+    A program nested too deeply for the (recursive) graph walk has no edges we can read:
+    as a reference it scores nothing (None), as a candidate it matches nothing (0.0).
+    """
+    try:
+        ref = Counter(dataflow_edges(reference))
+    except RecursionError:
+        return None
     total = sum(ref.values())
     if total == 0:
         return None
-    cand = Counter(dataflow_edges(candidate))
+    try:
+        cand = Counter(dataflow_edges(candidate))
+    except RecursionError:
+        return 0.0
     return sum((ref & cand).values()) / total
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import io
-import json
 import random
 import re
 import tokenize
@@ -28,8 +27,9 @@ KINDS = ("reference", "syntax", "lint", "wrong", "exception")
 
 
 def load_mbpp(path: str | Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    from densecode.jsonl import read_jsonl
+
+    return read_jsonl(path, what="MBPP records")
 
 
 def _body_indent(lines: list[str], def_index: int) -> str:

@@ -52,6 +52,8 @@ class SimComponent(RewardComponent):
 
     def _map(self, sample: Sample, pmap, fb: SimFeedback) -> ComponentOutput:
         values = np.zeros(sample.n_tokens, dtype=np.float32)
+        if fb.info.get("unjudged"):  # the simulator failed on every run (its bug): no reward either way
+            return ComponentOutput(values, [], {k: float(v) for k, v in fb.info.items() if isinstance(v, (int, float, bool))})
         code = sample.code_token_mask()
         score = float(min(max(fb.score, 0.0), 1.0))
         base = score if score > 0 else self.fail_value

@@ -62,9 +62,12 @@ def _first_error(program: str) -> tuple[int, str, str] | None:
             warnings.simplefilter("ignore")  # SyntaxWarning for invalid escapes etc.
             ast.parse(program)
         return None
-    except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes in source
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: NUL bytes in source
         if not isinstance(exc, SyntaxError):
-            return 0, str(exc), str(exc).lower()
+            # Nested too deeply for CPython to build its tree (`1+1+...` a few thousand times):
+            # it can never run; where it started to be too deep, the prefix search finds.
+            msg = f"{type(exc).__name__}: {exc}"
+            return 0, msg, msg.lower()
         line = exc.lineno or 1
         col = max((exc.offset or 1) - 1, 0)
         pos = ProgramMap(program, []).line_col_to_char(line, col)
@@ -296,7 +299,7 @@ def _incomplete_input(text: str) -> bool:
             compile(text, "<prefix>", "exec", _INCOMPLETE_FLAGS)
     except SyntaxError as exc:
         return exc.msg == "incomplete input"
-    except ValueError:  # NUL bytes
+    except (ValueError, RecursionError, MemoryError):  # NUL bytes; nested too deeply to compile
         return False
     return True
 

@@ -87,9 +87,13 @@ logger = logging.getLogger(__name__)
 
 
 
-def _kl_weight(reward_fn) -> float:
-    """The KL weight the reward function really uses (the assembler carries its weights; 0 for one without)."""
-    return float((getattr(reward_fn, "weights", None) or {}).get("kl", 0.0))
+def _kl_weight(reward_fn, cfg=None) -> float:
+    """The KL weight the reward function really uses: the assembler carries its weights; a plain callable
+    without them is taken to use the config's `reward.weights.kl`."""
+    weights = getattr(reward_fn, "weights", None)
+    if weights is None and cfg is not None:
+        weights = cfg.reward.weights or {}
+    return float((weights or {}).get("kl", 0.0))
 
 class Algorithm(Protocol):
     name: str
@@ -155,13 +159,13 @@ class Trainer:
         disable_dropout(model)
         if critic is not None:
             disable_dropout(critic)
-        if _kl_weight(reward_fn) > 0 and not getattr(algo, "allows_reward_kl", True):
+        if _kl_weight(reward_fn, cfg) > 0 and not getattr(algo, "allows_reward_kl", True):
             raise DensecodeError(
-                f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn):g} (reward.weights.kl), but "
+                f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn, cfg):g} (reward.weights.kl), but "
                 f"{algo.name} uses no KL in the reward (MicroCoder: beta = 0). Set reward.weights.kl=0 (and "
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
         # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
-        needs_ref = _kl_weight(reward_fn) > 0 or getattr(algo, "needs_reference", False)
+        needs_ref = _kl_weight(reward_fn, cfg) > 0 or getattr(algo, "needs_reference", False)
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -177,7 +181,7 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        beta = _kl_weight(reward_fn)
+        beta = _kl_weight(reward_fn, cfg)
         self.kl_ctl = make_kl_controller(cfg.algo, beta)
         self.state = TrainState()
         self._stop_requested = False
@@ -351,7 +355,7 @@ class Trainer:
         else:
             stats["objective/kl_reward"] = seq_kl
         beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", beta)
             except DensecodeError:
@@ -435,7 +439,9 @@ class Trainer:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+                # purge_step hides events a killed session logged after the checkpoint we resumed from.
+                self._writer = SummaryWriter(str(self.run_dir / "tensorboard"),
+                                             purge_step=getattr(self, "_purge_step", None))
             except Exception as exc:  # noqa: BLE001 - tensorboard missing or broken: JSONL still has everything
                 logger.warning("TensorBoard logging disabled: %s", exc)
                 self._writer = False
@@ -461,50 +467,146 @@ class Trainer:
         write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step)
 
     def save_checkpoint(self) -> Path | None:
-        """Atomic: write checkpoints/.tmp-step-N, then rename to checkpoints/step-N."""
+        """Atomic and durable: write checkpoints/.tmp-step-N, fsync every file and directory in it, rename it
+        to checkpoints/step-N, fsync checkpoints/, then point `latest` at it the same way (temp file, fsync,
+        rename, fsync). A kill at any moment leaves every step-N complete and `latest` naming a complete one
+        (or the previous one); leftover .tmp-* directories are removed by the next save or resume."""
         self.accelerator.wait_for_everyone()
         path = None
         if self.is_main:
             ckpt_root = self.run_dir / "checkpoints"
             ckpt_root.mkdir(parents=True, exist_ok=True)
+            _remove_stale(ckpt_root)
             name = f"step-{self.state.step:06d}"
             tmp = ckpt_root / f".tmp-{name}"
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            tmp.mkdir()
-            pv = self.unwrapped
-            pv.policy.save_pretrained(tmp / "model", safe_serialization=True)
-            self.tokenizer.save_pretrained(tmp / "model")
-            if pv.value_head is not None:
-                torch.save(pv.value_head.state_dict(), tmp / "value_head.pt")
-            if pv.critic is not None:
-                pv.critic.save_pretrained(tmp / "critic", safe_serialization=True)
-            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-            torch.save(_rng_state(), tmp / "rng.pt")
-            meta = {
-                "step": self.state.step,
-                "skipped_steps": self.state.skipped_steps,
-                "elapsed_s": self.state.elapsed_s,
-                "kl_controller": self.kl_ctl.state_dict(),
-                "algo": self.algo.state_dict(),
-                "algo_name": self.algo.name,
-                "lora": is_peft_model(pv.policy),
-            }
-            (tmp / "trainer_state.json").write_text(json.dumps(meta, indent=2, default=_json_default))
+            try:
+                self._write_checkpoint_files(tmp)
+            except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
+                shutil.rmtree(tmp, ignore_errors=True)
+                previous = resolve_checkpoint_or_none(self.run_dir)
+                kept = f"{previous} is kept and `latest` still names it" if previous else "no earlier checkpoint exists"
+                reason = getattr(exc, "strerror", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                free = shutil.disk_usage(ckpt_root).free / 2**20
+                raise DensecodeError(f"could not write checkpoint {ckpt_root / name}: {reason} ({free:.0f} MiB free; "
+                                     f"{kept}); free space on that disk or choose another --output-dir, then "
+                                     f"continue with --resume {self.run_dir}") from None
             final = ckpt_root / name
             if final.exists():
-                shutil.rmtree(final)
+                # Same step saved again (a resume that ends where it started): move the old copy aside
+                # first, so a kill between the two renames still leaves a complete step-N (.old-*).
+                os.replace(final, ckpt_root / f".old-{name}")
             os.replace(tmp, final)
-            latest_tmp = ckpt_root / ".latest.tmp"
-            latest_tmp.write_text(name + "\n")
+            _fsync_dir(ckpt_root)
+            self._crash_point("checkpoint", 4)
+            latest_tmp = ckpt_root / ".tmp-latest"
+            _write_durable(latest_tmp, name + "\n")
+            self._crash_point("checkpoint", 5)
             os.replace(latest_tmp, ckpt_root / "latest")
+            _fsync_dir(ckpt_root)
+            _remove_stale(ckpt_root)
             path = final
         self.accelerator.wait_for_everyone()
         return path
 
+    def _write_checkpoint_files(self, tmp: Path) -> None:
+        """Everything of a checkpoint into `tmp`, trainer_state.json last, all fsynced."""
+        tmp.mkdir()
+        pv = self.unwrapped
+        pv.policy.save_pretrained(tmp / "model", safe_serialization=True)
+        self.tokenizer.save_pretrained(tmp / "model")
+        if pv.value_head is not None:
+            torch.save(pv.value_head.state_dict(), tmp / "value_head.pt")
+        if pv.critic is not None:
+            pv.critic.save_pretrained(tmp / "critic", safe_serialization=True)
+        self._crash_point("checkpoint", 1)
+        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(_rng_state(), tmp / "rng.pt")
+        self._crash_point("checkpoint", 2)
+        meta = {
+            "step": self.state.step,
+            "skipped_steps": self.state.skipped_steps,
+            "elapsed_s": self.state.elapsed_s,
+            "kl_controller": self.kl_ctl.state_dict(),
+            "algo": self.algo.state_dict(),
+            "algo_name": self.algo.name,
+            "lora": is_peft_model(pv.policy),
+            "config_fingerprint": config_fingerprint(self.cfg),
+        }
+        # Written last: a directory with trainer_state.json is a complete checkpoint.
+        (tmp / "trainer_state.json").write_text(json.dumps(meta, indent=2, default=_json_default))
+        _fsync_tree(tmp)
+        self._crash_point("checkpoint", 3)
+
+    def _save_after_bad_input(self, exc: DensecodeError, step: int) -> DensecodeError:
+        """Bad input met inside step `step` (a prompt too long, a task the reward cannot judge): the steps done
+        since the last checkpoint are saved first, so fixing the input and `--resume` loses nothing.
+
+        Only when the error came before the step's first optimizer step (sampling, rewards): then the model,
+        the optimizer and the controllers still hold the state after step - 1, exactly what a checkpoint of
+        step - 1 is. After it, the weights are half-way into step `step`, and nothing is saved."""
+        saved = ""
+        done = self.state.step
+        latest = self.run_dir / "checkpoints" / f"step-{done:06d}"
+        if getattr(self, "_optimizer_stepped", False):
+            last = resolve_checkpoint_or_none(self.run_dir)
+            saved = f" (continue from {last} with --resume {self.run_dir} once fixed)" if last else ""
+        elif self.accelerator.num_processes > 1:
+            pass  # the other processes are inside the step's collectives: a save would wait for them forever
+        elif done > 0 and not (latest / "trainer_state.json").is_file():
+            try:
+                self.save_checkpoint()
+                saved = f" (steps up to {done} saved in {latest}; fix this and continue with --resume {self.run_dir})"
+            except DensecodeError as save_exc:
+                saved = f" (and saving step {done} failed too: {save_exc})"
+        elif done > 0:
+            saved = f" (checkpoint {latest} holds the steps done; fix this and continue with --resume {self.run_dir})"
+        return DensecodeError(f"step {step}: {exc}{saved}")
+
+    def _point_latest_at(self, path: Path) -> None:
+        """This run continues from `path`: make `latest` say so (it was missing after a kill between a
+        checkpoint's rename and the pointer's, or names a later checkpoint of an abandoned continuation)."""
+        ckpt_root = self.run_dir / "checkpoints"
+        if not self.is_main or path.parent.resolve() != ckpt_root.resolve():
+            return
+        latest = ckpt_root / "latest"
+        if latest.is_file() and latest.read_text().strip() == path.name:
+            return
+        _write_durable(ckpt_root / ".tmp-latest", path.name + "\n")
+        os.replace(ckpt_root / ".tmp-latest", latest)
+        _fsync_dir(ckpt_root)
+
+    def _crash_point(self, phase: str, stage: int) -> None:
+        """The crash-safety test's hook (densecode.rl.crashpoints); a no-op unless DENSECODE_CRASH_AT is set."""
+        hooks = getattr(self, "_crash_hooks", None)
+        if hooks is not None and hooks.point.phase == phase and hooks.point.step == self.state.step \
+                and hooks.point.k == stage:
+            from densecode.rl.crashpoints import die
+
+            die()
+
+    def trim_logs(self) -> None:
+        """Make metrics.jsonl and rollouts.jsonl end where the training state is (state.step).
+
+        Rows for steps after the last checkpoint were written by a session that died before saving; the
+        resumed run writes them again (bit-identical training), so they are dropped, as is a torn last
+        line. Starting at step 0 drops every row (the step-0 eval is redone). Each file is rewritten
+        atomically (temp file, fsync, rename); TensorBoard gets purge_step for the same reason."""
+        if not self.is_main:
+            return
+        keep_to = self.state.step
+        for name in ("metrics.jsonl", "rollouts.jsonl"):
+            path = self.run_dir / name
+            if path.is_file():
+                _truncate_jsonl(path, keep_to)
     def load_checkpoint(self, path: str | Path) -> None:
         path = resolve_checkpoint(path)
-        meta = json.loads((path / "trainer_state.json").read_text())
+        try:
+            meta = json.loads((path / "trainer_state.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise DensecodeError(f"checkpoint {path}: unreadable trainer_state.json ({exc}); resume from an "
+                                 "earlier checkpoints/step-N directory") from None
+        check_resumable(path, meta, self.cfg)
+        self._point_latest_at(path)
         pv = self.unwrapped
         if meta.get("lora") != is_peft_model(pv.policy):
             raise DensecodeError(f"checkpoint {path} was trained with lora.enabled={meta.get('lora')}; "
@@ -517,7 +619,7 @@ class Trainer:
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
         _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn) > 0:
+        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", self.kl_ctl.value)
             except DensecodeError:
@@ -543,6 +645,17 @@ class Trainer:
         total = int(steps if steps is not None else cfg.steps)
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.trim_logs()
+            self._purge_step = self.state.step + 1 if self.state.step else None
+        from densecode.rl.crashpoints import install_from_env
+
+        if getattr(self, "_crash_hooks", None) is None:
+            self._crash_hooks = install_from_env(self)
+        if not getattr(self, "_watching_optimizer", False):
+            # Tells _save_after_bad_input whether an error came after this step changed the weights.
+            inner = getattr(self.optimizer, "optimizer", self.optimizer)
+            inner.register_step_post_hook(lambda *_: setattr(self, "_optimizer_stepped", True))
+            self._watching_optimizer = True
         old_handler = None
         try:
             old_handler = signal.signal(signal.SIGINT, self._on_sigint)
@@ -563,7 +676,11 @@ class Trainer:
                 self.evaluate(0)
             while self.state.step < total:
                 step = self.state.step
-                stats = self.train_step(step)
+                self._optimizer_stepped = False
+                try:
+                    stats = self.train_step(step)
+                except DensecodeError as exc:
+                    raise self._save_after_bad_input(exc, step + 1) from None
                 self.state.step = step + 1
                 self.state.elapsed_s = base_elapsed + time.perf_counter() - session_start
                 if stats.get("train/skipped_updates", 0) > 0:
@@ -653,7 +770,12 @@ def _set_rng_state(state: dict) -> None:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint dir, or a run dir / checkpoints dir whose `latest` names one."""
+    """A checkpoint dir, or a run dir / checkpoints dir whose `latest` names one.
+
+    `latest` wins over a newer step-N (a kill after that checkpoint's rename but before the pointer's update:
+    the run continues from the previous one, which is safe; step-N is rewritten when reached again). Only
+    when `latest` is missing or names no complete checkpoint is the newest complete checkpoints/step-N used:
+    only complete checkpoints ever get that name (load_checkpoint then points `latest` at it)."""
     path = Path(path)
     if (path / "trainer_state.json").is_file():
         return path
@@ -663,8 +785,109 @@ def resolve_checkpoint(path: str | Path) -> Path:
             cand = root / latest.read_text().strip()
             if (cand / "trainer_state.json").is_file():
                 return cand
+        complete = sorted(d for d in root.glob("step-*") if (d / "trainer_state.json").is_file())
+        if complete:
+            return complete[-1]
     raise DensecodeError(f"--resume {path}: no checkpoint there (expected a run directory with "
                          "checkpoints/latest, or a checkpoints/step-N directory with trainer_state.json)")
+
+
+def check_resumable(path: Path, meta: dict, cfg) -> None:
+    """DensecodeError when checkpoint `path` (its trainer_state.json `meta`) was trained with settings `cfg` cannot
+    continue (another domain, algorithm, LoRA on/off, value model): its weights and optimizer state mean
+    something else there."""
+    saved, ours = meta.get("config_fingerprint"), config_fingerprint(cfg)
+    if saved is None or saved == ours:
+        return
+    diff = ", ".join(f"{k}: {saved.get(k)!r} in the checkpoint, {ours.get(k)!r} now"
+                     for k in sorted(set(saved) | set(ours)) if saved.get(k) != ours.get(k))
+    raise DensecodeError(f"--resume {path}: the checkpoint was trained with a different config ({diff}); resume "
+                         "with the run's own config.yaml (drop --config/--domain/--algo/--set for these), or "
+                         "start a new run with another --output-dir")
+
+
+def resolve_checkpoint_or_none(path: str | Path) -> Path | None:
+    try:
+        return resolve_checkpoint(path)
+    except DensecodeError:
+        return None
+
+
+def config_fingerprint(cfg) -> dict[str, Any]:
+    """The settings a checkpoint cannot be resumed across (they change what the saved state means)."""
+    return {
+        "domain": str(getattr(cfg, "domain", "")),
+        "algo": cfg.algo.name,
+        "lora": bool(cfg.lora.enabled),
+        "value_model": cfg.model.value_model,
+    }
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file, then every directory (deepest first), so a rename of `root` publishes durable data."""
+    dirs = [root]
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        dirs += [Path(dirpath) / d for d in dirnames]
+    for d in reversed(dirs):
+        _fsync_dir(d)
+
+
+def _write_durable(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _remove_stale(ckpt_root: Path) -> None:
+    """Leftovers of a killed save: .tmp-* (never complete until renamed) and .old-* (a replaced copy)."""
+    for stale in list(ckpt_root.glob(".tmp-*")) + list(ckpt_root.glob(".old-*")):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def _truncate_jsonl(path: Path, keep_to_step: int) -> None:
+    """Keep the rows with step <= keep_to_step (none when it is 0); drop a torn or unparsable row."""
+    kept, dropped = [], 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            try:
+                row = json.loads(raw.decode("utf-8"))
+                step = row.get("step") if isinstance(row, dict) else None
+                ok = raw.endswith(b"\n") and keep_to_step > 0 and (step is None or int(step) <= keep_to_step)
+            except (ValueError, TypeError):
+                ok = False
+            if ok:
+                kept.append(raw)
+            else:
+                dropped += 1
+    if not dropped:
+        return
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "wb") as fh:
+        fh.writelines(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    logger.info("%s: dropped %d row(s) written after step %d (the run continues from there)", path, dropped,
+                keep_to_step)
 
 
 def _load_weights(model, directory: Path) -> None:
@@ -683,7 +906,12 @@ def _load_weights(model, directory: Path) -> None:
     sd = {}
     for f in files:
         sd.update(load_file(str(f)))
-    missing, unexpected = model.load_state_dict(sd, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+    except RuntimeError as exc:  # shape mismatch: another model size or vocabulary
+        first = str(exc).strip().splitlines()[-1].strip()
+        raise DensecodeError(f"checkpoint {directory} does not match the model ({first}); resume with the model "
+                             "the run was trained with (its config.yaml model.name_or_path)") from None
     tied = {k for k in missing if "lm_head" in k or "embed" in k or "wte" in k}
     if set(missing) - tied or unexpected:
         raise DensecodeError(f"checkpoint {directory} does not match the model: missing {sorted(set(missing) - tied)[:5]}, "

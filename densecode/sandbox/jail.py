@@ -191,13 +191,16 @@ def exposed_paths(extra: tuple[str, ...] = ()) -> list[str]:
     return out
 
 
-def cpu_backstop_seconds(limits: dict) -> int:
-    """The program's RLIMIT_CPU: one whole second past `cpu_s`.
+def cpu_rlimits(limits: dict) -> tuple[int, int]:
+    """RLIMIT_CPU (soft, hard) of a program and of every process it forks: ceil(cpu_s), and one second more.
 
-    RLIMIT_CPU counts whole seconds of tick-sampled CPU time, which on a busy machine runs up to ~10%
-    ahead of the scheduler's exact runtime; the worker's own check (exact, fractional) comes first.
+    For the program itself this is only a backstop: the worker ends it at exactly `cpu_s` (RLIMIT_CPU counts
+    whole seconds of tick-sampled CPU time, which runs ahead of the exact runtime on a busy machine). As pid 1
+    of its pid namespace it never gets the soft limit's SIGXCPU (the kernel drops signals a namespace init has
+    no handler for); the hard limit's SIGKILL does reach it. Processes it forks get SIGXCPU at the soft limit.
     """
-    return math.ceil(limits["cpu_s"]) + 1
+    soft = max(1, math.ceil(limits["cpu_s"]))
+    return soft, soft + 1
 
 
 def enter_child(plan: dict, limits: dict, fds: dict) -> None:
@@ -216,11 +219,7 @@ def enter_child(plan: dict, limits: dict, fds: dict) -> None:
         os.chdir(fds["workdir"])
     mb = 1024 * 1024
     iso.set_rlimit(resource.RLIMIT_AS, limits["memory_mb"] * mb)
-    # Only a backstop: the worker enforces `cpu_s` itself (see Worker._check_cpu). Soft = hard, so the
-    # kernel sends SIGKILL, which it delivers even to a pid-namespace init (the program is pid 1 of its
-    # namespace in the ns modes); a SIGXCPU would be dropped there, or ignored by a hostile program.
-    backstop = cpu_backstop_seconds(limits)
-    iso.set_rlimit(resource.RLIMIT_CPU, backstop, backstop)
+    iso.set_rlimit(resource.RLIMIT_CPU, *cpu_rlimits(limits))
     iso.set_rlimit(resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb)
     iso.set_rlimit(resource.RLIMIT_CORE, 0)
     iso.set_rlimit(resource.RLIMIT_NOFILE, 256)

@@ -18,7 +18,7 @@ class Limits:
     # programs that sleep or block. Every MBPP reference solution uses < 0.01 s CPU except task 123
     # (amicable numbers, O(n^2) up to 9999: 2.5 s), which therefore times out, as expected upstream.
     timeout_s: float = 5.0
-    cpu_s: float = 2.0  # CPU seconds (exact, fractional), checked by the worker -> "timeout"; RLIMIT_CPU backstop +1 s
+    cpu_s: float = 2.0  # exact CPU seconds (fractional ok), checked by the worker -> "timeout"; RLIMIT_CPU backstop
     memory_mb: int = 1024  # RLIMIT_AS: address space, not RSS (numpy alone maps ~300 MB)
     max_procs: int = 16  # RLIMIT_NPROC for the program's own uid / user namespace
     file_size_mb: int = 16  # RLIMIT_FSIZE; the private /tmp is also a 64 MB tmpfs

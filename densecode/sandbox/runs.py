@@ -86,7 +86,7 @@ def base_outcome(result: dict) -> tuple[str | None, dict]:
         return "sandbox_violation", info
     if sig == "SIGXCPU" or (sig == "SIGKILL" and killed is None and reached_cpu_limit(result)):
         info["cpu_limit"] = True
-        return "timeout", info  # the RLIMIT_CPU backstop (soft = hard): the kernel's SIGKILL
+        return "timeout", info  # the RLIMIT_CPU backstop: SIGXCPU at the soft limit, SIGKILL at the hard one
     if code == "70":
         info["setup_error"] = "sandbox child failed before running the program"
         return "sandbox_violation", info

@@ -15,6 +15,10 @@ runs into a `SimFeedback`:
   a syntax error (the same in every run) is reported once at `error_penalty`.
   Python errors at their line, robot errors at the offending call, runaway
   loops at the last call they made.
+- runs that ended in `simulator_error` (the simulator or its binding failed,
+  not the program) are left out of the score and the penalties: the program is
+  judged on its other runs, and a program with no other run is not judged at
+  all (`info["unjudged"]`: the sim reward puts 0 on its tokens).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ def run_score(run: RunResult, clean_credit: float, check_credit: float) -> float
 def feedback(runs: list[RunResult], clean_credit: float = 0.25, check_credit: float = 1.0,
              error_penalty: float = -1.0) -> SimFeedback:
     """The sim reward's feedback for one program from its runs (see the module docstring)."""
+    bugs = sum(r.outcome == "simulator_error" for r in runs)
+    runs = [r for r in runs if r.outcome != "simulator_error"]
     n = max(len(runs), 1)
     penalties: dict[tuple[int, str], float] = defaultdict(float)
     for r in runs:
@@ -65,6 +71,9 @@ def feedback(runs: list[RunResult], clean_credit: float = 0.25, check_credit: fl
         "timeouts": sum(r.outcome == "timeout" for r in runs),
         "sim_s": sum(r.sim_s for r in runs),
     }
+    if bugs:  # only when there were any: RoboSim's feedback stays exactly as recorded before plug-ins
+        info["simulator_errors"] = bugs
+        info["unjudged"] = not runs
     return SimFeedback(
         score=sum(run_score(r, clean_credit, check_credit) for r in runs) / n,
         line_penalties=[(line, value, why) for (line, why), value in sorted(penalties.items())],

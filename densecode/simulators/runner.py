@@ -7,7 +7,9 @@ process, where a handler (`SimHandler`) turns it into one simulator step and
 returns the result. The program text is never rewritten.
 
 Outcome of one (program, world) run, most severe first:
-`parse_error`, `python_error` (type, message, line), `robot_error` (call, why,
+`simulator_error` (the simulator itself failed: its constructor, `reset` or
+`step` raised, or the binding does not fit its real outputs; never the
+program's fault, so never charged to it), `parse_error`, `python_error` (type, message, line), `robot_error` (call, why,
 line), `timeout` (unexpected: the world does not expect the program to run
 forever), `check_failure`, `success`. A world that expects a program that never
 ends ("keep checking until ...") treats a timeout or the call budget running
@@ -20,7 +22,7 @@ import ast
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Protocol
 
-OUTCOMES = ("parse_error", "python_error", "robot_error", "timeout", "check_failure", "success")
+OUTCOMES = ("simulator_error", "parse_error", "python_error", "robot_error", "timeout", "check_failure", "success")
 SEVERITY = {name: i for i, name in enumerate(OUTCOMES)}  # lower = worse
 
 
@@ -37,6 +39,9 @@ class SimHandler(Protocol):
     """The trusted side of the API bridge for one run."""
 
     error: dict | None  # {"kind": "robot", "call", "message", "line"} of the call that failed, if any
+    # Optional: {"kind": "simulator", "where", "type", "message", "traceback"} when the simulator failed (a bug in
+    # it or in its binding); the run is then a `simulator_error` whatever the program did.
+    # simulator_error: dict | None
     last_line: int | None  # program line of the latest call (points into a runaway loop)
     sim_s: float  # seconds spent in the simulator
 
@@ -116,6 +121,11 @@ def classify(result: Any, expects_timeout: bool, handler: SimHandler | None) -> 
         stdout=(result.stdout or "")[-2000:],
     )
     kind = result.outcome
+    sim_error = getattr(handler, "simulator_error", None) if handler is not None else None
+    if sim_error is not None:
+        out.outcome = "simulator_error"
+        out.error = dict(sim_error, line=None)  # no program line is to blame
+        return out
     if kind == "api_error":
         if handler is not None and handler.error is not None:
             out.error = handler.error
@@ -147,6 +157,11 @@ def classify(result: Any, expects_timeout: bool, handler: SimHandler | None) -> 
         return out
     verdict = handler.finish()
     out.sim_s = handler.sim_s
+    sim_error = getattr(handler, "simulator_error", None)
+    if sim_error is not None:  # the simulator failed while judging (e.g. its end action raised)
+        out.outcome = "simulator_error"
+        out.error = dict(sim_error, line=None)
+        return out
     out.checks = [list(c) for c in verdict.checks]
     out.progress = float(verdict.progress)
     out.outcome = "success" if verdict.success else "check_failure"

@@ -1,0 +1,118 @@
+"""The testgen domain: given a function, write `assert` lines that test it.
+
+Only asserts that hold on the reference count; the score is the line + branch coverage of the reference by the
+holding asserts (coverage.py's definitions, traced in the sandbox), and the mutation score (the share of
+non-equivalent mutants the asserts kill) is reported beside it. Tasks: generated from densecode's function library
+(`generator.py`), or MBPP's functions with MBPP's asserts as canonical answers (`tasks.path`, `loader.py`).
+Reward recipe: testgen 1.0 (its token reward, reward.py), syntax 0.1, kl 0.1.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from densecode.domains.base import Domain, DomainOptions
+from densecode.domains.registry import register_domain
+from densecode.errors import DensecodeError
+
+OUTCOMES = ("success", "incomplete", "failing_assert", "no_asserts", "judge_error")
+
+
+@dataclass
+class TestgenOptions(DomainOptions):
+    __test__ = False  # not a pytest class
+
+    # Real data: an MBPP jsonl (reference `code` + `test_list`); empty = generated tasks.
+    path: str | None = None
+    limit: int = 0  # use only the first N rows of `path` (0 = all)
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])  # generated tasks: difficulty levels drawn
+
+
+@register_domain
+class TestgenDomain(Domain):
+    __test__ = False  # not a pytest class
+    name = "testgen"
+    description = "assert statements for a function, scored by the coverage and mutants they reach (sandbox)"
+    Options = TestgenOptions
+    default_weights: ClassVar[dict[str, float]] = {"testgen": 1.0, "syntax": 0.1, "kl": 0.1}
+    # syntax split: with `each` its +1 per valid token (x 0.1) would outweigh the coverage reward on a long answer
+    # and pay for asserts that test nothing.
+    default_component_options: ClassVar[dict[str, dict]] = {"syntax": {"spread": "split"}}
+    components: ClassVar[dict[str, str]] = {"testgen": "densecode.domains.testgen.reward:TestgenComponent"}
+    stop: ClassVar[list[str]] = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```", "\nif __name__", "\n<|"]
+    headline_metric = "coverage"
+    sampled_metric_names = ("success_rate", "coverage", "mutation_score")
+
+    def __init__(self, options: Any = None, **kwargs):
+        super().__init__(options, **kwargs)
+        levels = tuple(int(x) for x in self.options.levels)
+        if not levels or any(x not in (1, 2, 3) for x in levels):
+            raise DensecodeError(f"tasks.levels must list levels 1-3; got {list(self.options.levels)}")
+        self._levels = levels
+        self._loaded: dict[str, list[dict]] | None = None
+
+    def prepare(self) -> None:
+        if self.options.path:
+            self._real()
+
+    def _real(self) -> dict[str, list[dict]]:
+        if self._loaded is None:
+            from pathlib import Path
+
+            from densecode.domains.testgen.loader import load_tasks
+
+            path = Path(self.options.path)
+            if not path.is_absolute() and self.base_dir is not None and not path.exists():
+                path = self.base_dir / path
+            accepted, _ = load_tasks(path, limit=int(self.options.limit))
+            by_split: dict[str, list[dict]] = {"train": [], "validation": [], "test": []}
+            for t in accepted:
+                by_split[t["split"]].append(t)
+            self._loaded = by_split
+        return self._loaded
+
+    def tasks(self, split: str, n: int, seed: int) -> list[dict]:
+        if split not in ("train", "validation", "test"):
+            raise DensecodeError(f"testgen split must be train, validation or test; got {split!r}")
+        if not self.options.path:
+            from densecode.domains.testgen.generator import generate_tasks
+
+            return generate_tasks(split, n, seed, self._levels)
+        pool = self._real()[split]
+        if not pool:
+            raise DensecodeError(f"{self.options.path}: no {split} tasks (splits are fixed by a hash of each task)")
+        if split == "train":
+            rng = random.Random(seed)
+            return [dict(pool[rng.randrange(len(pool))]) for _ in range(n)]
+        return [dict(t) for t in (pool[:n] if n > 0 else pool)]
+
+    def canonical_response(self, task: dict) -> str | None:
+        return task.get("canonical")
+
+    def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
+        from densecode.domains.testgen.judge import judge
+
+        records = []
+        for task, report in zip(tasks, judge(tasks, responses)):
+            cov = report.coverage
+            n_tests = report.n_holding + report.n_failing
+            records.append({"task_id": task.get("task_id"), "outcome": report.outcome(task.get("target_coverage", 1.0)),
+                            "score": cov.total if cov else 0.0, "coverage": cov.total if cov else 0.0,
+                            "line_coverage": cov.line if cov else 0.0, "branch_coverage": cov.branch if cov else 0.0,
+                            "mutation_score": report.mutation_score, "n_asserts": n_tests,
+                            "hold_rate": report.n_holding / n_tests if n_tests else 0.0, "level": task.get("level"),
+                            "error": report.error})
+        return records
+
+    def metrics(self, records: list[dict]) -> dict[str, float]:
+        n = max(len(records), 1)
+        out = {"n_tasks": float(len(records)),
+               "success_rate": sum(r["outcome"] == "success" for r in records) / n}
+        for key in ("coverage", "line_coverage", "branch_coverage", "mutation_score", "hold_rate", "n_asserts"):
+            out[key] = sum(float(r[key]) for r in records) / n
+        out["score"] = out["coverage"]
+        for outcome in OUTCOMES:
+            out[f"outcome/{outcome}"] = sum(r["outcome"] == outcome for r in records) / n
+        return out
