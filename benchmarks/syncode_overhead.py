@@ -6,7 +6,10 @@ Prints
 1. generation tokens/s with grammar off / check / constrain (check-first, densecode's
    default) / constrain (full mask every step, SynCode's way), same model, same
    prompts, same seed, at 64 and 256 new tokens: slowdown vs `off`, and constrain's
-   time per token vs check's (goal <= 1.3x). "unchecked" counts check-mode tokens
+   time per token vs check's (goal <= 1.3x), and the grammar's own CPU time per
+   emitted token (parser checks, masks, redraws; the model and the plain draw
+   excluded), since constrain also changes what is generated (EOS only once the
+   code parses, so rows run longer). "unchecked" counts check-mode tokens
    after a row's first rejected token (its code is no longer a valid prefix, so
    later tokens get no verdict) and rows that fell back; a random or weak model
    writes invalid code early, hence many unchecked tokens with 0 fallbacks;
@@ -70,6 +73,8 @@ def parse_args(argv=None):
                    help="tokens the slow baseline parsers are timed on (syncode's grows to ~1 s/token by 512)")
     p.add_argument("--realistic", action="store_true",
                    help="also time generation on a random GPT-2-small-shaped model (12x768; ~1 min per mode)")
+    p.add_argument("--mbpp-configs", nargs="+", default=["before", "after"], choices=["before", "after"],
+                   help="MBPP section: syncode as shipped (before) and/or densecode (after)")
     p.add_argument("--skip", nargs="*", default=[], choices=["generation", "position", "maskstore", "mbpp"])
     p.add_argument("--quick", action="store_true",
                    help="small budget for benchmarks/run_all.py --quick (32 tokens, 30 MBPP solutions, no fresh build)")
@@ -111,17 +116,20 @@ def bench_generation(model, tok, args, label="embedded"):
     print("(seconds = CPU seconds of this process, time.process_time: the 2 cores are shared with other work, so "
           "wall-clock, the last column, is noisy; torch runs 1 thread)")
     print(f"{'new tokens':>10} {'mode':>15} {'tokens':>7} {'seconds':>8} {'tok/s':>8} {'slowdown':>9} "
-          f"{'s/tok vs check':>15} {'accepted':>9} {'unchecked':>9} {'fallbacks':>9} {'wall s':>8}")
+          f"{'s/tok vs check':>15} {'accepted':>9} {'unchecked':>9} {'fallbacks':>9} {'wall s':>8} "
+          f"{'grammar ms/tok':>11}")
     for budget in args.new_tokens:
-        rates = {}
+        rates, grammar_ms = {}, {}
         for name, mode, options in MODES:
+            grammar_stats: dict = {}
             start, wall = time.process_time(), time.perf_counter()
             out = generate(model, tok, PROMPTS, n=args.n, max_new_tokens=budget, temperature=args.temperature,
                            grammar=mode, seed=0, batch_size=len(PROMPTS) * args.n, progress=False,
-                           grammar_options=options or None)
+                           grammar_options={**options, "stats": grammar_stats} if mode != "off" else None)
             secs, wall = time.process_time() - start, time.perf_counter() - wall
             tokens = sum(len(g.token_ids) for g in out)
             rate = rates[name] = tokens / secs
+            grammar_ms[name] = 1000 * grammar_stats.get("cpu_s", 0.0) / max(tokens, 1)
             verdicts = [v for g in out for v in (g.grammar_verdicts or [])]
             accepted = sum(v is True for v in verdicts)
             unchecked = sum(v is None for v in verdicts)
@@ -129,11 +137,14 @@ def bench_generation(model, tok, args, label="embedded"):
             vs_check = f"{rates['check'] / rate:>14.2f}x" if name.startswith("constrain") else f"{'-':>15}"
             extra = (f"{accepted:>9} {unchecked:>9} {fallbacks:>9}" if mode != "off" else f"{'-':>9} {'-':>9} {'-':>9}")
             print(f"{budget:>10} {name:>15} {tokens:>7} {secs:>8.2f} {rate:>8.1f} {rates['off'] / rate:>8.2f}x "
-                  f"{vs_check} {extra} {wall:>8.2f}")
+                  f"{vs_check} {extra} {wall:>8.2f} {grammar_ms[name]:>11.3f}")
             if mode != "off":
                 records.append(figure(f"tok/s, grammar {name}, {budget} new tokens, {label} model", rate, "tok/s",
                                       baseline="grammar off", baseline_value=rates["off"],
                                       note=f"fallbacks {fallbacks}, unchecked {unchecked}/{len(verdicts)}"))
+        records.append(figure(f"grammar CPU ms per emitted token, constrain, {budget} new tokens, {label} model",
+                              grammar_ms["constrain"], "ms/token", baseline="check",
+                              baseline_value=grammar_ms["check"]))
         records.append(figure(f"constrain time per token vs check, {budget} new tokens, {label} model",
                               rates["check"] / rates["constrain"], "x", baseline="constrain by full mask",
                               baseline_value=rates["check"] / rates["constrain-mask"], note="goal <= 1.3x"))
@@ -182,10 +193,14 @@ def bench_position(tok, solutions, args):
     buckets = [(a, min(b, len(ids))) for a, b in buckets if a < len(ids)]
     rows = {}
     parsers = (("incremental", "densecode (incremental)", len(ids)),
+               ("warm", "incremental, caches warm", len(ids)),
                ("fast", "densecode before (re-lex)", min(len(ids), args.baseline_tokens)),
                ("syncode", "syncode's parser", min(len(ids), args.baseline_tokens)))
     for kind, _, n_tokens in parsers:
-        proc = GrammarProcessor(tok, "check", code_prefix="none", fast_parser=kind)
+        # "warm": a second pass, after the first filled the grammar-wide caches (LALR accepts per
+        # state stack, accept sequences, remainder DFA states), as they are after a run's first batches.
+        proc = GrammarProcessor(tok, "check", code_prefix="none",
+                                fast_parser="incremental" if kind == "warm" else kind)
         proc.begin([""])
         times = []
         for tok_id in ids[:n_tokens]:
@@ -198,7 +213,7 @@ def bench_position(tok, solutions, args):
     records = []
     print(f"(row-token = one check of one sampled token of one row, CPU time; baselines timed on the first "
           f"{args.baseline_tokens} tokens)")
-    print(f"{'tokens':>10} " + " ".join(f"{label + ' ms/tok':>30}" for _, label, _ in parsers))
+    print(f"{'tokens':>10} " + " ".join(f"{label + ' ms/tok':>27}" for _, label, _ in parsers))
 
     def mean_ms(kind, a, b):
         times = rows[kind][a:b]
@@ -208,11 +223,11 @@ def bench_position(tok, solutions, args):
         cells = []
         for kind, _, _ in parsers:
             value = mean_ms(kind, a, b)
-            cells.append(f"{value:>30.3f}" if value is not None else f"{'-':>30}")
+            cells.append(f"{value:>27.3f}" if value is not None else f"{'-':>27}")
         print(f"{f'{a}-{b}':>10} " + " ".join(cells))
     for a, b in buckets:
-        d = mean_ms("incremental", a, b)
-        records.append(figure(f"check ms/row-token at output tokens {a}-{b}", d, "ms/token",
+        d = mean_ms("warm", a, b)
+        records.append(figure(f"check ms/row-token at output tokens {a}-{b} (caches warm)", d, "ms/token",
                               baseline="densecode before (re-lex), tokens 0-32", baseline_value=mean_ms("fast", 0, 32),
                               note="goal <= 0.3 ms at every position"))
     a, b = buckets[0][0], min(args.baseline_tokens, len(ids))
@@ -276,6 +291,7 @@ def bench_mbpp(tok, solutions, args):
         "before (syncode as shipped)": {"corrected_grammar": False, "indent": False, "syncode_fixes": False},
         "after (densecode)": {"corrected_grammar": True, "indent": True, "syncode_fixes": True},
     }
+    configs = {k: v for k, v in configs.items() if k.split()[0] in args.mbpp_configs}
     vocab = len(tok)
     results = {}
     for name, options in configs.items():
@@ -304,7 +320,8 @@ def bench_mbpp(tok, solutions, args):
         print(f"examples {name}: " + "; ".join(examples))
     from densecode.eval.bench_records import figure
 
-    (before, before_mask, _), (after, after_mask, _) = results.values()
+    after, after_mask, _ = results.get("after (densecode)", (None, None, None))
+    before, before_mask, _ = results.get("before (syncode as shipped)", (None, None, None))
     return [figure("MBPP references rejected by the check", after, "solutions", baseline="syncode as shipped",
                    baseline_value=before, note=f"of {len(solutions)}"),
             figure("MBPP references a constrain mask blocks", after_mask, "solutions", baseline="syncode as shipped",

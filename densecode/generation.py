@@ -319,13 +319,16 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         raw = out.logits[:, -1, :].float()
         policy_logp = torch.log_softmax(raw / temperature if temperature > 0 else raw, dim=-1)
         truncated = _truncate(raw, temperature, top_k, top_p)
+        grammar_start = time.process_time()
         if grammar is not None and grammar.masks_every_step:
             truncated = grammar.process(alive, truncated.clone())
             for b, r in enumerate(alive):  # nothing left after truncation: the untruncated masked logits
                 mask = grammar.rows[r].mask
                 if mask is not None and not bool(torch.isfinite(truncated[b]).any()):
                     truncated[b] = raw[b].masked_fill(~mask.to(raw.device), float("-inf"))
+        draw_start = time.process_time()
         tokens, logps = _draw(truncated, temperature, generator)
+        grammar_start += time.process_time() - draw_start  # the plain draw is not grammar work
         if grammar is not None and grammar.mode == "constrain":
             if grammar.masks_every_step:
                 tokens, logps = _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature,
@@ -333,8 +336,10 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
             else:
                 tokens, logps = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature,
                                                        generator)
-        policy_token_logp = policy_logp.gather(-1, tokens[:, None]).squeeze(-1).tolist()
         verdicts = grammar.observe(alive, tokens.tolist()) if grammar is not None else None
+        if grammar is not None and grammar.stats is not None:  # the grammar's CPU time, the plain draw excluded
+            grammar.stats["cpu_s"] = grammar.stats.get("cpu_s", 0.0) + time.process_time() - grammar_start
+        policy_token_logp = policy_logp.gather(-1, tokens[:, None]).squeeze(-1).tolist()
         finished = []
         for b, r in enumerate(alive):
             row = rows[r]

@@ -412,6 +412,7 @@ class _RowState:
 CONSTRAIN_BY = ("check_first", "mask")
 
 
+
 class GrammarProcessor:
     """Per-row SynCode verdicts/masks for densecode's decoding loop.
 
@@ -428,7 +429,7 @@ class GrammarProcessor:
     def __init__(self, tokenizer, mode: str = "check", *, code_prefix: str = "auto",
                  grammar_file: str | Path | None = None, corrected_grammar: bool = True,
                  fast_parser: bool | str = True, indent: bool = True, syncode_fixes: bool = True,
-                 constrain_by: str = "check_first"):
+                 constrain_by: str = "check_first", stats: dict | None = None):
         if mode not in ("check", "constrain"):
             raise DensecodeError(f"grammar mode must be check or constrain here; got {mode!r}")
         if code_prefix not in ("auto", "prompt", "none"):
@@ -440,6 +441,8 @@ class GrammarProcessor:
         self.code_prefix = code_prefix
         self.fast_parser = fast_parser
         self.constrain_by = constrain_by
+        # Optional: densecode.generation adds the CPU seconds its grammar work takes under stats["cpu_s"].
+        self.stats = stats
         # False = syncode's behaviour as shipped (for before/after measurements).
         self.syncode_fixes = syncode_fixes
         self.processor = syncode_processor(tokenizer, load_grammar(grammar_file, corrected=corrected_grammar), indent)
@@ -636,9 +639,10 @@ class GrammarProcessor:
             base = self.processor.grammar_engine.inc_parser.base_parser
             size = len(self.mask_store._vocab) if hasattr(self.mask_store, "_vocab") else len(self.tokenizer)
             flags = []
+            parser = IncrementalPythonParser(base)
             for i in range(size):
                 text = self.tokenizer.decode([i])
-                parser = IncrementalPythonParser(base)
+                parser.reset()
                 try:
                     parser._lex(text)
                 except ParseFailed:  # e.g. a lone closing bracket

@@ -47,9 +47,12 @@ def _trainer(model_dir, tmp_path, score_pass: bool, *extra):
     ])
     torch.manual_seed(0)
     model, tok = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
+    critic = None
+    if cfg.model.value_model == "separate":
+        critic, _ = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
     algo = PPOAlgorithm.from_config(cfg.algo, cfg.generation)
     return Trainer(cfg, model=model, tokenizer=tok, task_source=_Task(), reward_fn=_Reward(), algo=algo,
-                   run_dir=tmp_path, progress=False)
+                   run_dir=tmp_path, progress=False, critic=critic)
 
 
 def test_sampling_pass_logprobs_and_values_match_a_forward_pass(tiny_model_dir, tmp_path):
@@ -67,6 +70,18 @@ def test_sampling_pass_logprobs_and_values_match_a_forward_pass(tiny_model_dir, 
     assert float(((out.values - batch.values) * mask).abs().max()) < 1e-4
     # The EOS decision is scored too (the trainer appends the EOS token).
     assert any(r.finish_reason == "eos" for r in batch.responses) or mask.all()
+
+
+def test_separate_critic_values_without_a_policy_pass(tiny_model_dir, tmp_path):
+    tr = _trainer(tiny_model_dir, tmp_path, False, "model.value_model=separate")
+    batch, timings = tr.rollout(0)
+    assert timings["score/policy_pass"] == 0.0 and timings["score/critic_pass"] == 1.0
+    args = (batch.input_ids, batch.attention_mask, batch.position_ids, batch.response_ids)
+    with torch.no_grad():
+        out = tr.unwrapped(*args, temperature=batch.temperature)
+    mask = batch.response_mask
+    assert float(((out.values - batch.values) * mask).abs().max()) < 1e-5
+    assert float(((out.logprobs - batch.logprobs) * mask).abs().max()) < 1e-4
 
 
 @pytest.mark.slow

@@ -200,8 +200,9 @@ def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 
     same weights, same temperature; differs from a forward pass by float noise of the
     KV-cached computation) and V from the value head on the sampling pass's hidden
     states (shared value head); only the reference runs a forward pass, one over the
-    batch in chunks. Falls back to the forward pass when the sampler did not provide
-    them (or with a separate critic, for V). Returns which sources were used.
+    batch in chunks. With a separate critic, V comes from a critic-only forward pass.
+    Falls back to the policy's forward pass when the sampler did not provide them.
+    Returns which sources were used.
     """
     from densecode.rl.value_head import PolicyWithValue
 
@@ -213,7 +214,8 @@ def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 
     values_from_hidden = (reuse and want_values and module.critic is None
                           and all(r.hidden is not None and len(r.hidden) >= len(r.token_ids) for r in batch.responses))
     logps, vals, refs = [], [], []
-    need_policy_pass = not reuse or (want_values and not values_from_hidden)
+    need_policy_pass = not reuse or (want_values and not values_from_hidden and module.critic is None)
+    critic_only = reuse and want_values and module.critic is not None  # V from the critic; no policy pass
     for start in range(0, batch.size, chunk_size):
         sl = slice(start, start + chunk_size)
         args = (batch.input_ids[sl], batch.attention_mask[sl], batch.position_ids[sl], batch.response_ids[sl])
@@ -222,6 +224,10 @@ def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 
             logps.append(out.logprobs)
             if out.values is not None:
                 vals.append(out.values)
+        elif critic_only:
+            hidden = module.critic(input_ids=args[0], attention_mask=args[1], position_ids=args[2],
+                                   output_hidden_states=True, use_cache=False).hidden_states[-1]
+            vals.append(module.value_head(hidden[:, -R - 1: -1, :]).float())
         if reference is not None:
             refs.append(reference.logprobs(module.policy, *args, temperature=batch.temperature))
     device = mask.device
@@ -243,7 +249,7 @@ def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 
         batch.values = torch.cat(vals) * mask if vals else None
     batch.ref_logprobs = torch.cat(refs) * mask if refs else None
     return {"score/policy_pass": float(need_policy_pass), "score/logprobs_from_sampling": float(reuse),
-            "score/values_from_sampling": float(values_from_hidden)}
+            "score/values_from_sampling": float(values_from_hidden), "score/critic_pass": float(critic_only)}
 
 
 def to_padded(arrays: list[np.ndarray], R: int, device=None) -> torch.Tensor:
