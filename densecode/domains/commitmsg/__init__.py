@@ -8,13 +8,12 @@ function library (edits.py, generator.py), or any jsonl of {before, after, messa
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from densecode.domains.base import Domain, DomainOptions
+from densecode.domains.base import DomainOptions
+from densecode.domains.generated import GeneratedOrFileDomain
 from densecode.domains.registry import register_domain
-from densecode.errors import DensecodeError
 
 OUTCOMES = ("success", "partial", "miss", "empty")
 
@@ -29,7 +28,7 @@ class CommitmsgOptions(DomainOptions):
 
 
 @register_domain
-class CommitmsgDomain(Domain):
+class CommitmsgDomain(GeneratedOrFileDomain):
     name = "commitmsg"
     description = "one-line commit messages for a diff, scored by ROUGE-L F1 and chrF against the reference"
     Options = CommitmsgOptions
@@ -39,48 +38,18 @@ class CommitmsgDomain(Domain):
     headline_metric = "rouge_l"
     sampled_metric_names = ("success_rate", "rouge_l", "chrf")
 
-    def __init__(self, options: Any = None, **kwargs):
-        super().__init__(options, **kwargs)
-        levels = tuple(int(x) for x in self.options.levels)
-        if not levels or any(x not in (1, 2, 3) for x in levels):
-            raise DensecodeError(f"tasks.levels must list levels 1-3; got {list(self.options.levels)}")
-        self._levels = levels
-        self._loaded: dict[str, list[dict]] | None = None
+    split_key_text = "a hash of each diff"
 
-    def prepare(self) -> None:
-        if self.options.path:
-            self._real()
+    def generate_tasks(self, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[dict]:
+        from densecode.domains.commitmsg.generator import generate_tasks
 
-    def _real(self) -> dict[str, list[dict]]:
-        if self._loaded is None:
-            from pathlib import Path
+        return generate_tasks(split, n, seed, levels)
 
-            from densecode.domains.commitmsg.loader import load_tasks
+    def load(self, path, limit: int) -> list[dict]:
+        from densecode.domains.commitmsg.loader import load_tasks
 
-            path = Path(self.options.path)
-            if not path.is_absolute() and self.base_dir is not None and not path.exists():
-                path = self.base_dir / path
-            accepted, _ = load_tasks(path, limit=int(self.options.limit))
-            by_split: dict[str, list[dict]] = {"train": [], "validation": [], "test": []}
-            for t in accepted:
-                by_split[t["split"]].append(t)
-            self._loaded = by_split
-        return self._loaded
-
-    def tasks(self, split: str, n: int, seed: int) -> list[dict]:
-        if split not in ("train", "validation", "test"):
-            raise DensecodeError(f"commitmsg split must be train, validation or test; got {split!r}")
-        if not self.options.path:
-            from densecode.domains.commitmsg.generator import generate_tasks
-
-            return generate_tasks(split, n, seed, self._levels)
-        pool = self._real()[split]
-        if not pool:
-            raise DensecodeError(f"{self.options.path}: no {split} tasks (splits are fixed by a hash of each diff)")
-        if split == "train":
-            rng = random.Random(seed)
-            return [dict(pool[rng.randrange(len(pool))]) for _ in range(n)]
-        return [dict(t) for t in (pool[:n] if n > 0 else pool)]
+        accepted, _ = load_tasks(path, limit=limit)
+        return accepted
 
     def canonical_response(self, task: dict) -> str | None:
         return task.get("canonical")
