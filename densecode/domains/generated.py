@@ -1,15 +1,17 @@
 """A domain whose tasks come from a seeded generator, or from a real-data file whose rows carry their split.
 
-Subclasses implement `generate_tasks(split, n, seed, levels)` and `load(path, limit) -> accepted task dicts` (each with a
-`split` fixed by a hash of its content); their options have `path`, `limit` and `levels`. Training draws tasks with
+Subclasses name their generator `f(split, n, seed, levels) -> list[dict]` and their loader
+`f(path, limit=) -> (accepted task dicts, rejected)` as "module:function" (`task_generator`, `task_loader`; each
+accepted task has a `split` fixed by a hash of its content); their options have `path`, `limit` and `levels`. Training draws tasks with
 replacement; a held-out split gives its first `n` tasks (all with n <= 0), so every eval sees the same ones.
 """
 
 from __future__ import annotations
 
+import importlib
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from densecode.domains.base import Domain
 from densecode.errors import DensecodeError
@@ -17,7 +19,14 @@ from densecode.errors import DensecodeError
 SPLITS = ("train", "validation", "test")
 
 
+def _function(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class GeneratedOrFileDomain(Domain):
+    task_generator: ClassVar[str] = ""  # "module:function", imported on first use
+    task_loader: ClassVar[str] = ""
     # What fixes a real task's split, for the message when a split is empty.
     split_key_text = "a hash of each task"
 
@@ -29,11 +38,12 @@ class GeneratedOrFileDomain(Domain):
         self._levels = levels
         self._loaded: dict[str, list[dict]] | None = None
 
-    def generate_tasks(self, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[dict]:  # pragma: no cover
-        raise NotImplementedError
+    def generate_tasks(self, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[dict]:
+        return _function(self.task_generator)(split, n, seed, levels)
 
-    def load(self, path: Path, limit: int) -> list[dict]:  # pragma: no cover - interface
-        raise NotImplementedError
+    def load(self, path: Path, limit: int) -> list[dict]:
+        accepted, _rejected = _function(self.task_loader)(path, limit=limit)
+        return accepted
 
     def prepare(self) -> None:
         if self.options.path:

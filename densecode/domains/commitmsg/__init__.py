@@ -38,21 +38,9 @@ class CommitmsgDomain(GeneratedOrFileDomain):
     headline_metric = "rouge_l"
     sampled_metric_names = ("success_rate", "rouge_l", "chrf")
 
+    task_generator = "densecode.domains.commitmsg.generator:generate_tasks"
+    task_loader = "densecode.domains.commitmsg.loader:load_tasks"
     split_key_text = "a hash of each diff"
-
-    def generate_tasks(self, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[dict]:
-        from densecode.domains.commitmsg.generator import generate_tasks
-
-        return generate_tasks(split, n, seed, levels)
-
-    def load(self, path, limit: int) -> list[dict]:
-        from densecode.domains.commitmsg.loader import load_tasks
-
-        accepted, _ = load_tasks(path, limit=limit)
-        return accepted
-
-    def canonical_response(self, task: dict) -> str | None:
-        return task.get("canonical")
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
         from densecode.domains.commitmsg.reward import judge_message

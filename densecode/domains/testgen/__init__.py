@@ -44,21 +44,9 @@ class TestgenDomain(GeneratedOrFileDomain):
     headline_metric = "coverage"
     sampled_metric_names = ("success_rate", "coverage", "mutation_score")
 
+    task_generator = "densecode.domains.testgen.generator:generate_tasks"
+    task_loader = "densecode.domains.testgen.loader:load_tasks"
     split_key_text = "a hash of each task"
-
-    def generate_tasks(self, split: str, n: int, seed: int, levels: tuple[int, ...]) -> list[dict]:
-        from densecode.domains.testgen.generator import generate_tasks
-
-        return generate_tasks(split, n, seed, levels)
-
-    def load(self, path, limit: int) -> list[dict]:
-        from densecode.domains.testgen.loader import load_tasks
-
-        accepted, _ = load_tasks(path, limit=limit)
-        return accepted
-
-    def canonical_response(self, task: dict) -> str | None:
-        return task.get("canonical")
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
         from densecode.domains.testgen.judge import judge
