@@ -22,6 +22,7 @@ subclass `Domain`, decorate it with `@register_domain`, and make its module impo
 from __future__ import annotations
 
 import dataclasses
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,6 +46,15 @@ class DomainOptions:
     # A second eval pass at this temperature (fixed seed, the generation top_p), logged as sampled_*: RL first
     # improves the sampling distribution, which greedy shows only once an argmax flips. null = no second pass.
     eval_sampled_temperature: float | None = None
+
+
+def draw_tasks(pool: list[dict], split: str, n: int, seed: int) -> list[dict]:
+    """Tasks from a fixed pool: training draws `n` with replacement (seeded); a held-out split gives its first `n`
+    (all with n <= 0), so every eval sees the same tasks. Copies, so callers may add keys."""
+    if split == "train":
+        rng = random.Random(seed)
+        return [dict(pool[rng.randrange(len(pool))]) for _ in range(n)] if pool else []
+    return [dict(t) for t in (pool[:n] if n > 0 else pool)]
 
 
 def options_from_mapping(cls: type, data: dict | None, source: str = "tasks") -> Any:

@@ -9,11 +9,10 @@ replacement; a held-out split gives its first `n` tasks (all with n <= 0), so ev
 from __future__ import annotations
 
 import importlib
-import random
 from pathlib import Path
 from typing import Any, ClassVar
 
-from densecode.domains.base import Domain
+from densecode.domains.base import Domain, draw_tasks
 from densecode.errors import DensecodeError
 
 SPLITS = ("train", "validation", "test")
@@ -68,7 +67,4 @@ class GeneratedOrFileDomain(Domain):
         pool = self._real()[split]
         if not pool:
             raise DensecodeError(f"{self.options.path}: no {split} tasks (splits are fixed by {self.split_key_text})")
-        if split == "train":
-            rng = random.Random(seed)
-            return [dict(pool[rng.randrange(len(pool))]) for _ in range(n)]
-        return [dict(t) for t in (pool[:n] if n > 0 else pool)]
+        return draw_tasks(pool, split, n, seed)

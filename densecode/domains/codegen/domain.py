@@ -9,12 +9,15 @@ match with the reference on the tokens of the matched/unmatched edges.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from densecode.domains.base import Domain, DomainOptions
-from densecode.domains.codegen.generator import check_split, generate_tasks, select_families
+from densecode.domains.base import Domain, DomainOptions, draw_tasks
+from densecode.domains.codegen.generator import (
+    check_split,
+    generate_tasks,
+    select_families,
+)
 from densecode.domains.registry import register_domain
 from densecode.errors import DensecodeError
 
@@ -101,13 +104,7 @@ class CodegenDomain(Domain):
         if not self.options.path:
             return generate_tasks(split, n, seed, self.families, self.options.n_tests)
         pool = self._real_tasks()[split]
-        if split == "train":
-            rng = random.Random(seed)
-            return [dict(pool[rng.randrange(len(pool))]) for _ in range(n)] if pool else []
-        return [dict(t) for t in (pool[:n] if n > 0 else pool)]
-
-    def canonical_response(self, task: dict) -> str | None:
-        return task.get("canonical")
+        return draw_tasks(pool, split, n, seed)
 
     # ------------------------------------------------------------------ eval
 

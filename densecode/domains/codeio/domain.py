@@ -8,11 +8,10 @@ components (syntax, lint, dfg, tests) do not apply.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from densecode.domains.base import Domain, DomainOptions
+from densecode.domains.base import Domain, DomainOptions, draw_tasks
 from densecode.domains.codegen.generator import check_split, select_families
 from densecode.domains.registry import register_domain
 from densecode.errors import DensecodeError
@@ -69,13 +68,7 @@ class CodeioDomain(Domain):
 
             return generate_tasks(split, n, seed, self.families)
         pool = self._real_tasks()[split]
-        if split == "train":
-            rng = random.Random(seed)
-            return [dict(pool[rng.randrange(len(pool))]) for _ in range(n)] if pool else []
-        return [dict(t) for t in (pool[:n] if n > 0 else pool)]
-
-    def canonical_response(self, task: dict) -> str | None:
-        return task.get("canonical")
+        return draw_tasks(pool, split, n, seed)
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
         from densecode.domains.codeio.literal import departure, judge, parse_answer
