@@ -33,12 +33,23 @@ length-dependent part, and it runs in C).
 from __future__ import annotations
 
 import copy
+import re
 
 RELEX_TOKENS = 3
 # Terminals that a longer terminal can start with and run past the token after them.
 _MERGE_STARTS = frozenset({"DEC_NUMBER", "HEX_NUMBER", "OCT_NUMBER", "BIN_NUMBER", "FLOAT_NUMBER", "IMAG_NUMBER",
                            "DOT"})
 _ACCEPTS_CACHE_LIMIT = 200_000
+# Text that lexes as several tokens now but may still become one number (digits, fraction,
+# exponent, imaginary suffix: `1e`, `1e+`, `1_`, `1.5e-`) or an ellipsis (`..`).
+_GROWING = re.compile(r"\.\.|"
+                      r"(\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)([eE]([-+]([\d_]+[jJ]?)?|[\d_]+[jJ]?)?|[jJ])?")
+# Soft keywords (a contextual lexer's job): the lexer emits NAME for every name, and the
+# parser reads a NAME as each of these terminals (densecode/grammars/python.lark), keeping
+# every reading its LALR tables accept. PATTERN_NAME is a name in a match pattern, any but `_`.
+_NAME_READINGS = {"match": ("NAME", "MATCH", "PATTERN_NAME"), "case": ("NAME", "CASE", "PATTERN_NAME"),
+                  "_": ("NAME", "UNDERSCORE")}
+_PLAIN_NAME_READINGS = ("NAME", "PATTERN_NAME")
 
 
 class ParseFailed(Exception):
@@ -61,12 +72,17 @@ class _LexEntry:
 
 
 class _ParseSnapshot:
-    """Parser state after some number of post-lexed tokens."""
+    """Parser state after some number of post-lexed tokens.
 
-    __slots__ = ("cur_ac", "dedent_queue", "indent_level", "last_parsed", "next_ac", "stack")
+    `stacks`: one LALR state stack per reading of the soft keywords so far (almost
+    always one); `finals`: the terminals the last parsed token was read as.
+    """
 
-    def __init__(self, stack, cur_ac, next_ac, indent_level, dedent_queue, last_parsed):
-        self.stack = stack
+    __slots__ = ("cur_ac", "dedent_queue", "finals", "indent_level", "last_parsed", "next_ac", "stacks")
+
+    def __init__(self, stacks, cur_ac, next_ac, indent_level, dedent_queue, last_parsed, finals=()):
+        self.stacks = stacks
+        self.finals = finals
         self.cur_ac = cur_ac
         self.next_ac = next_ac
         self.indent_level = indent_level
@@ -109,7 +125,7 @@ class IncrementalPythonParser:
         self.indent_level = [0]  # the indenter's stack after the last token
         start = (self._start_state,)
         self.snapshots: list[_ParseSnapshot] = [
-            _ParseSnapshot(start, frozenset(), self._accepts(start), (0,), (), None)]
+            _ParseSnapshot((start,), frozenset(), self._accepts(start), (0,), (), None)]
         self.fed: list = []  # post tokens the snapshots were computed from
         self._post_kept = 0
 
@@ -208,6 +224,60 @@ class IncrementalPythonParser:
             if is_end and stack[-1] == end_state:
                 return
 
+    def _feed_readings(self, stacks: list, token) -> tuple[list, frozenset]:
+        """Feed `token` to every reading: (the surviving stacks, the terminals it was read as).
+
+        A NAME may be read as a soft keyword or a pattern name too (`_NAME_READINGS`);
+        readings that reach the same stack merge. KeyError when no reading accepts it.
+        """
+        ttype = token.type
+        types = _NAME_READINGS.get(token.value, _PLAIN_NAME_READINGS) if ttype == "NAME" else (ttype,)
+        states = self._states
+        if len(stacks) == 1:
+            stack = stacks[0]
+            row = states[stack[-1]]
+            viable = [t for t in types if t in row]
+            if len(viable) <= 1:  # the usual case: one reading, fed in place
+                chosen = viable[0] if viable else ttype
+                work = list(stack)
+                self._feed(work, chosen)
+                return [work], frozenset((chosen,))
+        out, finals, seen = [], set(), set()
+        for stack in stacks:
+            row = states[stack[-1]]
+            for t in types:
+                if t not in row:
+                    continue
+                work = list(stack)
+                try:
+                    self._feed(work, t)
+                except KeyError:
+                    continue
+                finals.add(t)
+                key = tuple(work)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(work)
+        if not out:
+            raise KeyError(ttype)
+        return out, frozenset(finals)
+
+    def _growing_number_start(self, post: list, failed: int, code: str) -> int | None:
+        """Index of a number whose text runs, over several tokens, to the end of the code and
+        can still become one number token (so the failure at `failed` says nothing yet)."""
+        for k in range(max(0, len(post) - RELEX_TOKENS), min(failed, len(post) - 2) + 1):
+            if post[k].type in _MERGE_STARTS and not self.snapshots[k].dedent_queue and \
+                    _GROWING.fullmatch(code, post[k].start_pos) is not None and \
+                    all(t.type not in ("_NL", "_INDENT", "_DEDENT") for t in post[k + 1:]):
+                return k
+        return None
+
+    def _accepts_all(self, stacks) -> frozenset:
+        """The terminals some reading accepts."""
+        if len(stacks) == 1:
+            return self._accepts(tuple(stacks[0]))
+        return frozenset().union(*(self._accepts(tuple(stack)) for stack in stacks))
+
     def _accepts(self, stack: tuple) -> frozenset:
         found = self._accepts_cache.get(stack)
         if found is None:
@@ -240,12 +310,14 @@ class IncrementalPythonParser:
         del self.snapshots[same + 1:]
         del fed[same:]
         snap = self.snapshots[same]
-        stack = list(snap.stack)
+        stacks = [list(stack) for stack in snap.stacks]
+        finals = snap.finals
         cur_ac, next_ac = snap.cur_ac, snap.next_ac
         indent_level = list(snap.indent_level)
         dedent_queue = list(snap.dedent_queue)
         last_parsed = snap.last_parsed
         parse_incomplete = False
+        growing_from = None  # start of a number still being typed in pieces (`1e` of `1e3j`)
         pos = same
         while pos < len(post):
             token = post[pos]
@@ -260,8 +332,8 @@ class IncrementalPythonParser:
             elif token.type == "_DEDENT":  # fed once code follows on the next line
                 dedent_queue.append(token)
                 fed.append(token)
-                self.snapshots.append(_ParseSnapshot(tuple(stack), cur_ac, next_ac, tuple(indent_level),
-                                                     tuple(dedent_queue), last_parsed))
+                self.snapshots.append(_ParseSnapshot(tuple(map(tuple, stacks)), cur_ac, next_ac,
+                                                     tuple(indent_level), tuple(dedent_queue), last_parsed, finals))
                 continue
             else:
                 last_parsed = token
@@ -269,24 +341,39 @@ class IncrementalPythonParser:
                 if token.type != "_INDENT":
                     while dedent_queue:  # syncode shoots queued dedents before the next code token
                         indent_level.pop()
-                        self._feed(stack, dedent_queue.pop().type)
-                        cur_ac, next_ac = next_ac, self._accepts(tuple(stack))
-                self._feed(stack, token.type)
+                        stacks, _ = self._feed_readings(stacks, dedent_queue.pop())
+                        cur_ac, next_ac = next_ac, self._accepts_all(stacks)
+                stacks, read_as = self._feed_readings(stacks, token)
+                if token.type != "_INDENT":
+                    finals = read_as
             except KeyError:
+                start = self._growing_number_start(post, pos - 1, code)
+                if start is not None:
+                    # The failing token is inside a number still being typed in pieces (`1e` `+`
+                    # of `1e+5`, or `1e` where only `1e3j` fits): like syncode's unfinished last
+                    # token, the text from the number's start is the remainder.
+                    growing_from = post[start].start_pos
+                    parse_incomplete = True
+                    cur_ac, next_ac = self.snapshots[start].next_ac, frozenset()
+                    break
                 if token != post[-1]:  # syncode's test (by token value): only the last token may fail
                     raise ParseFailed(f"unexpected {token.type} {token!r}") from None
                 parse_incomplete = True
                 cur_ac, next_ac = next_ac, frozenset()
                 break
-            key = tuple(stack)
-            cur_ac, next_ac = next_ac, self._accepts(key)
+            cur_ac, next_ac = next_ac, self._accepts_all(stacks)
             fed.append(token)
-            self.snapshots.append(_ParseSnapshot(key, cur_ac, next_ac, tuple(indent_level), tuple(dedent_queue),
-                                                 last_parsed))
+            self.snapshots.append(_ParseSnapshot(tuple(map(tuple, stacks)), cur_ac, next_ac, tuple(indent_level),
+                                                 tuple(dedent_queue), last_parsed, finals))
 
         # syncode's _get_remainder
-        final_terminal = None
-        if self.lexing_incomplete:
+        final_terminals = (None,)
+        if growing_from is not None:
+            # A number that fails where only another kind of number fits (`case 1 + 1e` wants an
+            # imaginary number) may still become one token with what follows it (`1e3j`): like an
+            # unfinished last token, the text from its start is the remainder.
+            remainder_state, remainder = RemainderState.INCOMPLETE, code[growing_from:]
+        elif self.lexing_incomplete:
             remainder = code[self.lexer_pos:]
             if self._ignore_whitespace:
                 remainder = remainder.lstrip(" ")
@@ -297,12 +384,13 @@ class IncrementalPythonParser:
                 cur_ac, next_ac = next_ac, frozenset()
         elif parse_incomplete:
             remainder_state = RemainderState.INCOMPLETE
-            remainder, final_terminal = last_parsed.value, last_parsed.type
+            remainder, final_terminals = last_parsed.value, (last_parsed.type,)
         elif last_parsed is not None:
             if self.lexer_pos < len(code):
                 remainder_state, remainder = RemainderState.COMPLETE, ""
             else:
-                remainder, final_terminal = last_parsed.value, last_parsed.type
+                # The terminals the last token was read as (a NAME may be a soft keyword too).
+                remainder, final_terminals = last_parsed.value, finals or (last_parsed.type,)
                 remainder_state = RemainderState.MAYBE_COMPLETE
         else:
             remainder_state, remainder = RemainderState.COMPLETE, ""
@@ -324,15 +412,21 @@ class IncrementalPythonParser:
             cur_ac.add("_NL")
             next_ac.add("_NL")
             # Dedents waiting in the queue may close blocks now (syncode's test_parser25).
-            work = list(stack)
-            queue = list(dedent_queue)
-            level_next = next_ac
-            while queue and "_DEDENT" in level_next:
-                self._feed(work, queue.pop().type)
-                level_next = set(self._accepts(tuple(work)))
-                next_ac |= level_next
+            for stack in stacks:
+                work = list(stack)
+                queue = list(dedent_queue)
+                level_next = self._accepts(tuple(work))
+                while queue and "_DEDENT" in level_next:
+                    self._feed(work, queue.pop().type)
+                    level_next = self._accepts(tuple(work))
+                    next_ac |= level_next
         self.next_ac_terminals = next_ac
-        sequences, firsts = self._accept_sequences(remainder_state, cur_ac, next_ac, final_terminal)
+        if len(final_terminals) == 1:
+            sequences, firsts = self._accept_sequences(remainder_state, cur_ac, next_ac, next(iter(final_terminals)))
+        else:  # a soft keyword read two ways: what either reading accepts
+            answers = [self._accept_sequences(remainder_state, cur_ac, next_ac, final) for final in final_terminals]
+            sequences = frozenset().union(*(a[0] for a in answers))
+            firsts = frozenset().union(*(a[1] for a in answers))
         result = ParseResult(set(sequences), remainder, remainder_state, next_ac_indents,
                              function_end="$END" in next_ac or "EOF" in next_ac)
         result.first_terminals = firsts  # what `is_valid_prefix` tests, precomputed

@@ -110,7 +110,7 @@ def test_unparsable_prompt_code_counts_a_fallback(tiny):
     from densecode.generation import generate
 
     model, tok = tiny
-    prompt = "match x:\n    case 1:\n        pass\n"  # `match` is outside syncode's grammar
+    prompt = "x = = 1\n"  # code the grammar cannot parse
     out = generate(model, tok, [prompt], max_new_tokens=3, grammar="check", progress=False,
                    grammar_options={"code_prefix": "prompt"})
     assert out[0].grammar_fallbacks == 1

@@ -72,21 +72,41 @@ def _lexed(parser):
 
 def test_same_answers_as_syncode_parser_on_every_prefix(engine):
     """Every character prefix, alternating with a probe (as token_is_valid does)."""
+    from syncode.parse_result import RemainderState
+
     from densecode.grammar import new_row_parser
 
     proc, _ = engine
     new, reference = new_row_parser(proc, "incremental"), new_row_parser(proc, "fast")
     rng = random.Random(0)
     probes = ["(", '"', "1", "e", "+", ".", " ", "\n", "x", ")", "#", "'''", "\\", ":"]
-    checked = 0
+    checked = differs = 0
     for i in range(1, len(TRICKY) + 1):
         for code in (TRICKY[:i] + rng.choice(probes), TRICKY[:i]):
             got, want = _answer(new, code), _answer(reference, code)
-            assert got == want, (repr(code[-40:]), got, want)
+            run = _growing_number_at_end(new, code)
+            if run is not None and got != want:
+                # Deliberate difference: a number typed in pieces (`1e` `+` of `1e+5`) is an
+                # unfinished token, where syncode rejects it or keeps only its last piece.
+                assert got[1:3] == (run, RemainderState.INCOMPLETE), (repr(code[-40:]), got)
+                differs += 1
+            else:
+                assert got == want, (repr(code[-40:]), got, want)
             if got[0] != "raises":
                 assert _lexed(new) == _full_lex(proc, code), repr(code[-40:])
             checked += 1
-    assert checked > 1000
+    assert checked > 1000 and differs < checked // 20
+
+
+def _growing_number_at_end(parser, code):
+    """The multi-token number run (`1e+`, `1_`) ending `code`, as densecode's parser lexes it, or None."""
+    from densecode.grammar_parser import _GROWING, RELEX_TOKENS, _MERGE_STARTS
+
+    post = [t for t in parser.post]
+    for k in range(max(0, len(post) - RELEX_TOKENS), len(post) - 1):
+        if post[k].type in _MERGE_STARTS and _GROWING.fullmatch(code, post[k].start_pos):
+            return code[post[k].start_pos:]
+    return None
 
 
 def test_incremental_lexer_matches_a_full_relex_on_random_token_text(engine):
