@@ -115,9 +115,12 @@ def bench_generation(model, tok, args, label="embedded"):
     print(f"prompts={len(PROMPTS)} n={args.n} temperature={args.temperature} batch={len(PROMPTS) * args.n}")
     print("(seconds = CPU seconds of this process, time.process_time: the 2 cores are shared with other work, so "
           "wall-clock, the last column, is noisy; torch runs 1 thread)")
+    print("(grammar ms/tok: the grammar's own CPU time per emitted token; other ms/tok: the rest (model, "
+          "plain draw, loop) per token, which grows when fewer rows share each forward pass; rows/step: "
+          "emitted tokens per decoding step, the batch's mean occupancy; longest: the longest row)")
     print(f"{'new tokens':>10} {'mode':>15} {'tokens':>7} {'seconds':>8} {'tok/s':>8} {'slowdown':>9} "
           f"{'s/tok vs check':>15} {'accepted':>9} {'unchecked':>9} {'fallbacks':>9} {'wall s':>8} "
-          f"{'grammar ms/tok':>11}")
+          f"{'grammar ms/tok':>11} {'other ms/tok':>12} {'rows/step':>9} {'longest':>7}")
     for budget in args.new_tokens:
         rates, grammar_ms = {}, {}
         for name, mode, options in MODES:
@@ -130,6 +133,10 @@ def bench_generation(model, tok, args, label="embedded"):
             tokens = sum(len(g.token_ids) for g in out)
             rate = rates[name] = tokens / secs
             grammar_ms[name] = 1000 * grammar_stats.get("cpu_s", 0.0) / max(tokens, 1)
+            other_ms = 1000 * secs / max(tokens, 1) - grammar_ms[name]
+            # One batch: a step per token of the longest row (its EOS included).
+            steps = max(len(g.token_ids) + (g.finish_reason == "eos") for g in out)
+            row_steps = sum(len(g.token_ids) + (g.finish_reason == "eos") for g in out)
             verdicts = [v for g in out for v in (g.grammar_verdicts or [])]
             accepted = sum(v is True for v in verdicts)
             unchecked = sum(v is None for v in verdicts)
@@ -137,7 +144,8 @@ def bench_generation(model, tok, args, label="embedded"):
             vs_check = f"{rates['check'] / rate:>14.2f}x" if name.startswith("constrain") else f"{'-':>15}"
             extra = (f"{accepted:>9} {unchecked:>9} {fallbacks:>9}" if mode != "off" else f"{'-':>9} {'-':>9} {'-':>9}")
             print(f"{budget:>10} {name:>15} {tokens:>7} {secs:>8.2f} {rate:>8.1f} {rates['off'] / rate:>8.2f}x "
-                  f"{vs_check} {extra} {wall:>8.2f} {grammar_ms[name]:>11.3f}")
+                  f"{vs_check} {extra} {wall:>8.2f} {grammar_ms[name]:>11.3f} {other_ms:>12.3f} "
+                  f"{row_steps / max(steps, 1):>9.1f} {steps:>7}")
             if mode != "off":
                 records.append(figure(f"tok/s, grammar {name}, {budget} new tokens, {label} model", rate, "tok/s",
                                       baseline="grammar off", baseline_value=rates["off"],

@@ -421,15 +421,27 @@ class IncrementalPythonParser:
                     level_next = self._accepts(tuple(work))
                     next_ac |= level_next
         self.next_ac_terminals = next_ac
-        if len(final_terminals) == 1:
-            sequences, firsts = self._accept_sequences(remainder_state, cur_ac, next_ac, next(iter(final_terminals)))
-        else:  # a soft keyword read two ways: what either reading accepts
-            answers = [self._accept_sequences(remainder_state, cur_ac, next_ac, final) for final in final_terminals]
-            sequences = frozenset().union(*(a[0] for a in answers))
-            firsts = frozenset().union(*(a[1] for a in answers))
-        result = ParseResult(set(sequences), remainder, remainder_state, next_ac_indents,
-                             function_end="$END" in next_ac or "EOF" in next_ac)
-        result.first_terminals = firsts  # what `is_valid_prefix` tests, precomputed
+        # A token check needs only the first terminals of the accept sequences; the sequences
+        # themselves (slow to build: thousands of objects) are built when a mask reads them.
+        if remainder_state == RemainderState.COMPLETE:
+            firsts = set(next_ac)
+        elif remainder_state == RemainderState.INCOMPLETE:
+            firsts = set(cur_ac)
+        elif next_ac or len(final_terminals) > 1:
+            firsts = set(cur_ac)
+        else:  # syncode pairs the final terminal with a next one, and there is none
+            firsts = cur_ac - set(final_terminals)
+        firsts.update(self._ignore)
+
+        def sequences():
+            # a soft keyword read two ways: what either reading accepts
+            return set().union(*(self._accept_sequences(remainder_state, cur_ac, next_ac, final)[0]
+                                 for final in final_terminals))
+
+        result = _lazy_result_class()(None, remainder, remainder_state, next_ac_indents,
+                                      function_end="$END" in next_ac or "EOF" in next_ac)
+        result.build_sequences = sequences
+        result.first_terminals = frozenset(firsts)  # what `is_valid_prefix` tests
         return result
 
     def _accept_sequences(self, remainder_state, cur_ac: set, next_ac: set, final_terminal):
@@ -458,6 +470,32 @@ def _common_prefix_length(a: str, b: str) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+_LAZY_RESULT = None
+
+
+def _lazy_result_class():
+    """syncode's ParseResult whose `accept_sequences` are built on first read."""
+    global _LAZY_RESULT
+    if _LAZY_RESULT is None:
+        from syncode.parse_result import ParseResult
+
+        class LazyParseResult(ParseResult):
+            build_sequences = None
+
+            @property
+            def accept_sequences(self):
+                if self._sequences is None and self.build_sequences is not None:
+                    self._sequences = self.build_sequences()
+                return self._sequences
+
+            @accept_sequences.setter
+            def accept_sequences(self, value):
+                self._sequences = value
+
+        _LAZY_RESULT = LazyParseResult
+    return _LAZY_RESULT
 
 
 def _shift_action():
