@@ -270,6 +270,52 @@ def syncode_processor(tokenizer, grammar=None, indent: bool = True):
         return _PROCESSORS[key]
 
 
+def _cache_fsm_states(fsms) -> None:
+    """Make syncode's `FSMSet.compute_fsm_states(remainder)` incremental and cached.
+
+    syncode runs every terminal's DFA over the whole remainder on each call (a token check
+    and a mask each make one). The remainder mostly grows from one already seen (the last
+    token plus a candidate), so: continue from the longest cached prefix, with only the
+    terminals still alive there. Same answer (DFA runs are deterministic), fewer steps.
+    """
+    if getattr(fsms, "_densecode_incremental", False):
+        return
+    from syncode.mask_store.fsm_set import JointFSMState
+
+    full = fsms.compute_fsm_states
+    machines = fsms._terminals_to_byte_fsm
+    cache: dict[bytes, list] = {}
+
+    def compute_fsm_states(input_bytes: bytes):
+        found = cache.get(input_bytes)
+        if found is None:
+            cut, shortest = len(input_bytes) - 1, max(1, len(input_bytes) - 32)  # a token's worth back
+            while cut >= shortest and input_bytes[:cut] not in cache:
+                cut -= 1
+            if cut < shortest:
+                cut = 0
+            if cut <= 0:
+                found = full(input_bytes)
+            else:
+                found = []
+                tail = input_bytes[cut:]
+                for state in cache[input_bytes[:cut]]:
+                    machine, current = machines[state.terminal], state.state_id
+                    for byte_val in tail:
+                        current = machine.get_next_state(current, byte_val)
+                        if current is None:
+                            break
+                    if current is not None:
+                        found.append(JointFSMState(state.terminal, current))
+            if len(cache) > 100_000:
+                cache.clear()
+            cache[input_bytes] = found
+        return list(found)
+
+    fsms.compute_fsm_states = compute_fsm_states
+    fsms._densecode_incremental = True
+
+
 # ------------------------------------------------------------------ fast parser
 
 
@@ -454,6 +500,7 @@ class GrammarProcessor:
         self.processor = syncode_processor(tokenizer, load_grammar(grammar_file, corrected=corrected_grammar), indent)
         engine = self.processor.grammar_engine
         self.mask_store = engine.dfa_mask_store
+        _cache_fsm_states(self.mask_store._fsms)
         self.byte_tokenizer = self.processor.byte_tokenizer
         self.eos_ids = sorted({i for i in [tokenizer.eos_token_id] if i is not None})
         self.rows: list[_RowState] = []

@@ -278,16 +278,33 @@ class IncrementalPythonParser:
             return self._accepts(tuple(stacks[0]))
         return frozenset().union(*(self._accepts(tuple(stack)) for stack in stacks))
 
+    def _can_feed(self, stack: tuple, ttype: str) -> bool:
+        """Would `_feed(list(stack), ttype)` succeed? (Reductions simulated without copying the stack.)"""
+        states, shift, is_end = self._states, self._Shift, ttype == "$END"
+        depth, extra = len(stack), []  # the stack is stack[:depth] + extra
+        while True:
+            entry = states[extra[-1] if extra else stack[depth - 1]].get(ttype)
+            if entry is None:
+                return False
+            action, arg = entry
+            if action is shift:
+                return True
+            size = len(arg.expansion)
+            if size >= len(extra):
+                depth -= size - len(extra)
+                extra.clear()
+            else:
+                del extra[len(extra) - size:]
+            extra.append(states[extra[-1] if extra else stack[depth - 1]][arg.origin.name][1])
+            if is_end and extra[-1] == self._end_state:
+                return True
+
     def _accepts(self, stack: tuple) -> frozenset:
         found = self._accepts_cache.get(stack)
         if found is None:
             accepted = set()
-            for t in self._states[stack[-1]]:
-                if t.isupper():
-                    try:
-                        self._feed(list(stack), t)
-                    except KeyError:
-                        continue
+            for t, (action, _) in self._states[stack[-1]].items():
+                if t.isupper() and (action is self._Shift or self._can_feed(stack, t)):
                     accepted.add(t)
             if len(self._accepts_cache) > _ACCEPTS_CACHE_LIMIT:
                 self._accepts_cache.clear()

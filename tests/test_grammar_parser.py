@@ -171,3 +171,27 @@ def test_per_token_work_is_flat_in_the_position(engine):
     assert max(lex for lex, _ in per_step) <= 8
     assert sum(lex for lex, _ in late) <= 1.2 * sum(lex for lex, _ in early) + 10
     assert sum(feed for _, feed in late) <= 1.2 * sum(feed for _, feed in early) + 10
+
+
+def test_cached_fsm_states_equal_syncodes(engine):
+    """densecode's incremental, cached `compute_fsm_states` gives syncode's answer on growing remainders."""
+    from densecode.grammar import GrammarProcessor
+
+    proc, tok = engine
+    fsms = GrammarProcessor(tok, "check").mask_store._fsms
+    assert getattr(fsms, "_densecode_incremental", False)
+    original = type(fsms).compute_fsm_states
+    rng = random.Random(5)
+    ids = tok(TRICKY)["input_ids"]
+    checked = 0
+    for _ in range(40):
+        start = rng.randrange(len(ids))
+        text = b""
+        for tok_id in ids[start:start + 6] + [rng.randrange(len(tok)) for _ in range(3)]:
+            text += tok.decode([tok_id]).encode("utf-8")
+            for remainder in (text, text[-rng.randrange(1, 8):]):
+                got = [(s.terminal, s.state_id) for s in fsms.compute_fsm_states(remainder)]
+                want = [(s.terminal, s.state_id) for s in original(fsms, remainder)]
+                assert got == want, remainder
+                checked += 1
+    assert checked > 500
