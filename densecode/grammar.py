@@ -509,6 +509,12 @@ class GrammarProcessor:
         shared = self.processor.__dict__.setdefault("_densecode_shared_caches", ({}, {}))
         self._token_bytes: dict[int, bytes] = shared[0]
         self._fsm_terminals: dict[bytes, frozenset] = shared[1]
+        if mode == "constrain" and syncode_fixes:
+            # Per-tokenizer token sets the masks add (each lexes the whole vocabulary once):
+            # built with the processor, not inside the first generation that needs a mask.
+            self._spanning()
+            self._harmless("line_start")
+            self._harmless("in_brackets")
 
     @property
     def masks_every_step(self) -> bool:
