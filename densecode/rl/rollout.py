@@ -63,6 +63,8 @@ class RolloutBatch:
     # Filled by the algorithm:
     advantages: torch.Tensor | None = None  # [B, R]
     returns: torch.Tensor | None = None  # [B, R]
+    # Filled by the trainer from a task source's `kl_loss_coefs` hook (None = the algorithm's own coefficient):
+    kl_coefs: torch.Tensor | None = None  # [B] each row's weight of the algorithm's KL loss term (GRPO's k3)
 
     @property
     def size(self) -> int:

@@ -45,6 +45,12 @@ TASK SOURCE HOOKS (optional, generic; a multi-task scheduler uses them):
                                                 plain policy-gradient loss on those batch rows
     state_dict() -> dict / load_state_dict(dict)   JSON-able task-source state, checkpointed
     write_report(run_dir)                       extra end-of-run pictures next to learning_curves.png
+    kl_loss_coefs(tasks, base: float) -> list[float] | None
+                                                per-sample weights of the algorithm's KL loss term (only for an
+                                                algorithm with one: a `kl_coef` attribute, GRPO's k3), given its
+                                                own `base`; the trainer puts them in batch.kl_coefs [B] before the
+                                                update (None = `base` for every sample)
+    uses_kl_loss(base: float) -> bool           whether kl_loss_coefs can be > 0 (the reference model is loaded)
 
 The reward function is any callable `reward_fn(samples) -> RewardBatch` (densecode.rewards
 assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with an optional
@@ -184,6 +190,10 @@ class Trainer:
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
         # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
         needs_ref = _kl_weight(reward_fn, cfg) > 0 or getattr(algo, "needs_reference", False)
+        # A task source with per-sample KL loss weights (a multi-task run's beta_k) needs the reference too.
+        self._kl_loss_hook = (getattr(task_source, "kl_loss_coefs", None) if hasattr(algo, "kl_coef") else None)
+        if self._kl_loss_hook is not None and hasattr(task_source, "uses_kl_loss"):
+            needs_ref = needs_ref or bool(task_source.uses_kl_loss(float(algo.kl_coef)))
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -360,6 +370,7 @@ class Trainer:
         stats["time/reward_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         stats.update(self.algo.compute_advantages(batch))
+        batch.kl_coefs = self._sample_kl_coefs(batch)
         stats.update(self.update(batch, step))
         stats["time/update_s"] = time.perf_counter() - t0
         stats.update(self._rollout_stats(batch))
@@ -389,6 +400,22 @@ class Trainer:
         stats["perf/generate_tokens_per_s"] = float(batch.response_mask.sum()) / max(stats["time/generate_s"], 1e-9)
         self._last_batch = batch
         return self._reduce(stats)
+
+    def _sample_kl_coefs(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """[B] weights of the algorithm's KL loss term from the task source's `kl_loss_coefs` hook, or None."""
+        if self._kl_loss_hook is None:
+            return None
+        coefs = self._kl_loss_hook(batch.tasks, float(self.algo.kl_coef))
+        if coefs is None:
+            return None
+        t = torch.as_tensor(list(coefs), dtype=torch.float32)
+        if t.shape != (batch.size,) or not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+            raise DensecodeError(f"the task source's kl_loss_coefs gave {t.tolist()}; it must give one finite "
+                                 f"weight >= 0 per sample ({batch.size})")
+        if bool((t > 0).any()) and batch.ref_logprobs is None:
+            raise DensecodeError("the task source's kl_loss_coefs are > 0 but no reference model is loaded: its "
+                                 "uses_kl_loss(base) must say True for such a run")
+        return t.to(batch.response_mask.device)
 
     def policy_gradient(self, batch: RolloutBatch, rows: list[int]) -> torch.Tensor:
         """Flat gradient of -mean_t(A_t * log pi(a_t)) on `rows` of `batch` over the trainable policy parameters
