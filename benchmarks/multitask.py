@@ -188,11 +188,35 @@ def headline(task: str, metrics: dict, prefix: str = "eval/") -> float:
 # ------------------------------------------------------------------ running
 
 
+def check_same_settings(run: Run, args, run_dir: Path) -> None:
+    """A run folder made with other settings (another --batch-size, --set, model...) is not reused silently."""
+    import yaml
+
+    from densecode.config import load_config, to_dict
+
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return
+    want = to_dict(load_config(args.base_config, ["domain=multi", *overrides(run, args),
+                                                  f"model.name_or_path={args.model}", f"algo.name={args.algo}",
+                                                  f"train.output_dir={run_dir}", f"train.steps={args.steps}"]))
+    have = yaml.safe_load(saved.read_text())
+    for cfg in (want, have):
+        cfg.get("train", {}).pop("steps", None)  # more steps continue a run
+    if want != have:
+        diff = sorted(f"{sec}.{k}" for sec in set(want) | set(have) if isinstance(want.get(sec), dict)
+                      for k in set(want[sec]) | set((have.get(sec) or {}))
+                      if want[sec].get(k) != (have.get(sec) or {}).get(k))
+        raise SystemExit(f"{run_dir} was trained with other settings ({', '.join(diff) or 'config'} differ): "
+                         "use another --workdir, or the same arguments as before")
+
+
 def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
     """Every unfinished run: in this process one at a time (--in-process) or `--parallel` subprocesses."""
     todo = []
     for run in runs:
         d = workdir / run.name
+        check_same_settings(run, args, d)
         if finished(d, args.steps):
             bar.update(1)
             continue
@@ -371,11 +395,14 @@ def write_plot(result: dict, args, path: Path) -> None:
     width = 0.8 / len(rows)
     fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cols) * max(1, len(rows) / 5)), 4.8))
     x = np.arange(len(cols))
+    top = 0.0
     for i, row in enumerate(rows):
         per_seed = result["scores"][row]
         stats = [mean_sd([per_seed[s][c] for s in per_seed]) for c in cols]
         ax.bar(x + (i - (len(rows) - 1) / 2) * width, [m for m, _ in stats], width,
                yerr=[s for _, s in stats] if len(per_seed) > 1 else None, capsize=2, label=LABELS.get(row, row))
+        top = max([top, *(m + s for m, s in stats)])
+    ax.set_ylim(0, max(0.05, 1.25 * top))  # scores are in [0, 1]; room for the legend
     ax.set_xticks(x, cols)
     ax.set_ylabel("held-out score (each task's headline metric)")
     ax.set_title(f"{result['title']}\nmean ± sd over seeds {args.seeds}", fontsize=9)
@@ -406,6 +433,16 @@ def emit_records(result: dict, args, command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from densecode.errors import DensecodeError
+
+    try:
+        return _main(argv)
+    except DensecodeError as exc:  # a bad --set, task or model: one line, exit 2 (finished runs stay reusable)
+        print(f"multitask benchmark: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--tasks", default=None, help=f"comma-separated domains (default {DEFAULT_TASKS}; --quick: "

@@ -98,6 +98,10 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     assert len(calls) == 1 and calls[0][-2:] == ["--resume", str(run)]
     assert 2 in bench.eval_records(run)
 
+    # Other settings in the same workdir are refused rather than mixed with the finished runs.
+    with pytest.raises(SystemExit, match=r"other settings \(.*train.batch_size"):
+        bench.main([*_argv(tiny_model_dir, tmp_path), "--batch-size", "6"])
+
 
 def test_bad_benchmark_arguments_say_what_to_fix(tmp_path, capsys):
     bench = _bench()
@@ -107,3 +111,5 @@ def test_bad_benchmark_arguments_say_what_to_fix(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--quick", "--batch-size", "1", "--workdir", str(tmp_path)])
     assert "every task needs a prompt" in capsys.readouterr().err
+    assert bench.main(["--quick", "--workdir", str(tmp_path), "--set", "tasks.astor.flor=0.1"]) == 2
+    assert "flor" in capsys.readouterr().err
