@@ -130,17 +130,21 @@ def split_per_task_sets(args) -> None:
 
 
 def overrides(run: Run, args) -> list[str]:
-    """The --set list of a run: the benchmark's budget, then the arm's switches, then the user's --set."""
+    """The --set list of a run: the benchmark's budget, the algorithm's defaults here, the arm's switches, the
+    user's --set (its per-task mappings cut to the run's tasks)."""
     sets = [f"tasks.tasks=[{','.join(run.tasks)}]", f"train.seed={run.seed}", f"train.batch_size={run.batch_size}",
             f"train.eval_tasks={args.eval_tasks}", f"train.eval_every={args.steps}",
-            f"train.save_every={args.save_every}", f"generation.max_new_tokens={args.max_new_tokens}",
-            *args.extra, *run.sets, *args.sets]
+            f"train.save_every={args.save_every}", f"generation.max_new_tokens={args.max_new_tokens}", *args.extra]
+    if args.algo == "grpo":
+        # GRPO: beta_k acts in the loss (tasks.kl_beta, algo.grpo.beta), not in the reward. Group advantages on the
+        # per-token mean reward: codeio, testgen and commitmsg report no verifiable outcome (info["outcome"]) for
+        # sequence_reward=outcome. The user's --set can change both.
+        sets += ["reward.weights.kl=0", "algo.grpo.sequence_reward=mean"]
+    sets += [*run.sets, *args.sets]
     for key, mapping in args.per_task.items():
         mine = {t: v for t, v in mapping.items() if t in run.tasks}
         if mine:
             sets.append(f"tasks.{key}={json.dumps(mine)}")
-    if args.algo == "grpo":
-        sets.append("reward.weights.kl=0")  # GRPO: beta_k acts in the loss (tasks.kl_beta, algo.grpo.beta)
     return sets
 
 

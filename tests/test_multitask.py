@@ -411,3 +411,25 @@ def test_a_two_task_grpo_step_applies_each_tasks_beta_to_its_own_samples(tiny_mo
             assert float(expected) > 0
         # The same k3 weighted by the run's single algo.grpo.beta would be another number.
         assert float(st["grpo/kl_loss"]) != pytest.approx(float(aggregate(0.5 * k3, mb.response_mask, "token")))
+
+
+def test_the_trainer_checks_a_task_sources_per_sample_kl_weights():
+    from types import SimpleNamespace
+
+    import torch
+
+    from densecode.rl.trainer import Trainer
+
+    def coefs(values, with_ref=True):
+        owner = SimpleNamespace(_kl_loss_hook=lambda tasks, base: values, algo=SimpleNamespace(kl_coef=0.1))
+        batch = SimpleNamespace(size=2, tasks=[{}, {}], response_mask=torch.ones(2, 3),
+                                ref_logprobs=torch.zeros(2, 3) if with_ref else None)
+        return Trainer._sample_kl_coefs(owner, batch)
+
+    assert coefs([0.0, 0.5]).tolist() == [0.0, 0.5]
+    assert coefs(None) is None
+    for bad in ([0.1], [0.1, -1.0], [0.1, float("nan")]):
+        with pytest.raises(DensecodeError, match="one finite weight >= 0 per sample"):
+            coefs(bad)
+    with pytest.raises(DensecodeError, match="no reference model"):
+        coefs([0.0, 0.5], with_ref=False)
