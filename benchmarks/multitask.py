@@ -420,6 +420,7 @@ def emit_records(result: dict, args, command: str) -> None:
     from densecode.eval.bench_records import emit, figure
 
     sc = result["scores"]
+    shown = args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out
 
     def avg(row):
         return mean_sd([v["average"] for v in sc[row].values()])[0] if row in sc else None
@@ -432,7 +433,7 @@ def emit_records(result: dict, args, command: str) -> None:
                 recs.append(figure(f"multitask held-out average score, ASTOR vs {other.replace('_', ' ')} "
                                    f"({','.join(args.tasks)}; {budget})", avg("astor"), "score",
                                    baseline=LABELS.get(other, other), baseline_value=avg(other),
-                                   note=f"seeds {args.seeds}, {args.model}; table: {args.out}/multitask.md"))
+                                   note=f"seeds {args.seeds}, {args.model}; table: {shown}/multitask.md"))
     emit(recs, args.json)
 
 
