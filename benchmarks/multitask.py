@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shlex
 import statistics
@@ -209,7 +208,7 @@ def check_same_settings(run: Run, args, run_dir: Path) -> None:
         cfg.get("train", {}).pop("steps", None)  # more steps continue a run
     if want != have:
         diff = sorted(f"{sec}.{k}" for sec in set(want) | set(have) if isinstance(want.get(sec), dict)
-                      for k in set(want[sec]) | set((have.get(sec) or {}))
+                      for k in set(want[sec]) | set(have.get(sec) or {})
                       if want[sec].get(k) != (have.get(sec) or {}).get(k))
         raise SystemExit(f"{run_dir} was trained with other settings ({', '.join(diff) or 'config'} differ): "
                          "use another --workdir, or the same arguments as before")
@@ -245,11 +244,11 @@ def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
             run, d, resume = todo.pop(0)
             cmd = [sys.executable, "-m", "densecode.cli", *train_argv(run, args, d, resume)]
             d.parent.mkdir(parents=True, exist_ok=True)
-            log = open(workdir / f"{run.name}.log", "a")
-            log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
-            log.flush()
-            running.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), run, d))
-            log.close()
+            with open(workdir / f"{run.name}.log", "a") as log:  # the child keeps its own copy of the handle
+                log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+                log.flush()
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            running.append((proc, run, d))
             bar.set_postfix_str(", ".join(r.name for _, r, _ in running))
         time.sleep(0.5)
         for item in list(running):
@@ -527,8 +526,8 @@ def _main(argv: list[str] | None) -> int:
     table = render_table(result, args)
     (args.out / "multitask.json").write_text(json.dumps(result, indent=1))
     md = [f"# {result['title']}", "", f"`{command}`", "",
-          "Held-out score per task (its domain's headline metric, greedy), mean ± sd over seeds "
-          f"{args.seeds}; average = mean over tasks.", "", table, ""]
+          ("Held-out score per task (its domain's headline metric, greedy), mean ± sd over seeds "
+           f"{args.seeds}; average = mean over tasks."), "", table, ""]
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
     emit_records(result, args, command)
