@@ -27,8 +27,8 @@ class _Task:
 class _VariedTask(_Task):
     """Prompts of different lengths, so rows carry different amounts of left padding."""
 
-    prompts = ["x = ", "def add(a, b):\n    return", "for room in get_all_rooms():\n    go_to(room)\n    say(",
-               "import math\nresult = math.sqrt(16)\nassert result =="]
+    prompts = ("x = ", "def add(a, b):\n    return", "for room in get_all_rooms():\n    go_to(room)\n    say(",
+               "import math\nresult = math.sqrt(16)\nassert result ==")
 
     def train_batch(self, n, seed):
         return [self.prompts[i % len(self.prompts)] for i in range(n)], [{}] * n
@@ -214,3 +214,20 @@ def test_training_unchanged_when_the_score_pass_is_skipped(tiny_model_dir, tmp_p
             assert abs(value - other) <= 1e-3 * max(1.0, abs(value)), (key, value, other)
             compared += 1
     assert compared > 20
+
+
+def test_fused_gelu_only_while_scoring_and_equal_to_gpt2s(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+    from transformers.activations import NewGELUActivation, PytorchGELUTanh
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    acts = lambda: [type(m) for m in model.modules() if isinstance(m, (NewGELUActivation, PytorchGELUTanh))]
+    assert acts() and set(acts()) == {NewGELUActivation}
+    ids = torch.tensor([[5, 17, 42, 99, 3, 250]])
+    with torch.no_grad():
+        plain = model(input_ids=ids).logits
+        with packed_scoring.fused_activations(model, None):
+            assert set(acts()) == {PytorchGELUTanh}
+            fused = model(input_ids=ids).logits
+    assert set(acts()) == {NewGELUActivation}
+    assert float((plain - fused).abs().max()) < 1e-5

@@ -235,8 +235,12 @@ def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 
     else:
         batch.values = scored["values"] * mask if "values" in scored else None
     batch.ref_logprobs = scored["ref_logprobs"] * mask if "ref_logprobs" in scored else None
-    return {"score/policy_pass": float(need_policy_pass), "score/logprobs_from_sampling": float(reuse),
-            "score/values_from_sampling": float(values_from_hidden), "score/critic_pass": float(critic_pass)}
+    sources = {"score/policy_pass": float(need_policy_pass), "score/logprobs_from_sampling": float(reuse),
+               "score/values_from_sampling": float(values_from_hidden), "score/critic_pass": float(critic_pass)}
+    if "positions" in scored:  # per model run; a padded pass would compute batch.input_ids.numel()
+        sources["score/positions_per_model"] = float(scored["positions"])
+        sources["score/padded_positions"] = float(batch.input_ids.numel())
+    return sources
 
 
 @torch.no_grad()
