@@ -35,9 +35,10 @@ from densecode.rl.ppo import logprobs_from_logits
 
 logger = logging.getLogger(__name__)
 
-# A chunk's fixed cost (one forward call per model: ~60 small ops) in token positions, measured on
-# densecode-tiny (4 x 192, 1 thread): ~2 ms per call against ~0.06 ms per position.
-CHUNK_OVERHEAD_POSITIONS = 32
+# A chunk's fixed cost (one forward call per model) in token positions, measured on densecode-tiny
+# (4 x 192, 1 thread, a robotics batch): ~4 ms per call against ~0.08 ms per position (45 chunks cost
+# 0.3 s more CPU than 10; 32 to 128 here all give 5-10 chunks and the same time within noise).
+CHUNK_OVERHEAD_POSITIONS = 64
 
 
 @dataclass
