@@ -89,6 +89,9 @@ def pack(batch, max_rows: int, pad_id: int = 0) -> list[Chunk]:
     prompt_lens = batch.attention_mask[:, :Lq].sum(-1).tolist()
     response_lens = batch.response_mask.sum(-1).long().tolist()
     ids = batch.input_ids.cpu()
+    if any(q == 0 and r > 0 for q, r in zip(prompt_lens, response_lens)):
+        # Nothing would predict the first response token (a sampler needs a prompt token to start from).
+        raise ValueError("a rollout row has a response but an empty prompt: nothing scores its first token")
     # Positions computed per row: the prompt and all response tokens but the last.
     lengths = [q + r - 1 if r > 0 else 0 for q, r in zip(prompt_lens, response_lens)]
     chunks = []
