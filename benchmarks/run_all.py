@@ -94,6 +94,9 @@ BENCHES = [
     Bench("grpo_vs_trl", "densecode GRPO step vs TRL GRPOTrainer",
           quick_args=["--steps", "3", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "32",
                       "--repeats", "1"], quick_timeout_s=80),
+    # The default robotics recipe (64 prompts; ~12 s of CPU per step on 2 cores): one step in --quick.
+    Bench("score_phase", "PPO score phase (critic + reference) on the default robotics run: share of the step",
+          quick_args=["--steps", "1"], quick_timeout_s=90),
     # The two training comparisons get what the others leave (they take ~2 minutes together):
     # a few steps at half batch, only enough to show the pipeline runs; their full budgets are
     # the scripts' defaults.

@@ -239,7 +239,7 @@ class Trainer:
         temperature = float(self.algo.sampling_temperature(step))
         policy = self.unwrapped.policy
         timings = {}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         responses = self.sampler(
             policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt, max_new_tokens=gen.max_new_tokens,
             temperature=temperature, top_p=gen.top_p, top_k=gen.top_k, grammar=gen.grammar, stop=list(gen.stop),
@@ -253,7 +253,8 @@ class Trainer:
             if stop_token is not None:
                 r.token_ids = list(r.token_ids) + [stop_token]
         timings["time/generate_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        timings["time/generate_cpu_s"] = time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
                             prompt_ids=encode_prompts(self.tokenizer, prompts))
         self.policy_value.eval()
@@ -261,6 +262,7 @@ class Trainer:
                               with_values=self.algo.needs_value_head,
                               score_pass=bool(getattr(cfg.algo, "score_pass", True)))
         timings["time/score_s"] = time.perf_counter() - t0
+        timings["time/score_cpu_s"] = time.process_time() - c0
         timings.update(sources or {})
         return batch, timings
 
@@ -363,16 +365,20 @@ class Trainer:
         return norm, vf_norm
 
     def train_step(self, step: int) -> dict[str, float]:
-        t_step = time.perf_counter()
+        # Wall time per phase, and this process's CPU time (all its threads; not the sandbox's
+        # processes): on a shared machine the CPU-time split moves far less with the load.
+        t_step, c_step = time.perf_counter(), time.process_time()
         batch, stats = self.rollout(step)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         stats.update(self.compute_rewards(batch))
         stats["time/reward_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        stats["time/reward_cpu_s"] = time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         stats.update(self.algo.compute_advantages(batch))
         batch.kl_coefs = self._sample_kl_coefs(batch)
         stats.update(self.update(batch, step))
         stats["time/update_s"] = time.perf_counter() - t0
+        stats["time/update_cpu_s"] = time.process_time() - c0
         stats.update(self._rollout_stats(batch))
         if hasattr(self.algo, "on_step_end"):
             stats.update(self.algo.on_step_end(batch, stats) or {})
@@ -396,6 +402,7 @@ class Trainer:
         stats["objective/kl_coef"] = beta
         dt = time.perf_counter() - t_step
         stats["time/step_s"] = dt
+        stats["time/step_cpu_s"] = time.process_time() - c_step
         stats["perf/tokens_per_s"] = float(batch.response_mask.sum()) / max(dt, 1e-9)
         stats["perf/generate_tokens_per_s"] = float(batch.response_mask.sum()) / max(stats["time/generate_s"], 1e-9)
         self._last_batch = batch
