@@ -79,6 +79,16 @@ def test_value_clipping_hand_computed():
     assert st["vf_clipfrac"].item() == pytest.approx(1 / 3)
 
 
+def test_value_clipfrac_ignores_float_rounding_inside_the_clip():
+    """V_old + (V - V_old) is not always V in floats; an unclipped move must never count as a clip."""
+    torch.manual_seed(0)
+    old_v = torch.randn(64, 32) * 3
+    new_v = old_v + (torch.rand(64, 32) - 0.5) * 0.2  # every move well inside the clip of 0.3
+    returns = torch.randn(64, 32) * 3
+    _, st = clipped_value_loss(new_v, old_v, returns, torch.ones(64, 32), value_clip=0.3)
+    assert st["vf_clipfrac"].item() == 0.0
+
+
 def test_whiten_and_explained_variance():
     x = torch.tensor([[1.0, 2.0, 3.0, 100.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
