@@ -16,7 +16,7 @@ from densecode.sandbox import (
     StdioJob,
     get_default_pool,
 )
-from densecode.sandbox.asserts import split_test
+from densecode.sandbox.asserts import bound_names, split_test
 from densecode.sandbox.compare import COMPARATORS, compare_stdout, outputs_match
 from densecode.sandbox.plain import Opaque, decode, encode
 
@@ -68,6 +68,17 @@ def test_assert_split_keeps_expected_out_of_the_child():
     assert t.probes == ["f(1).lower()"]
     t = split_test("assert sum(f(1)) == 3", shadowed=frozenset({"sum"}))
     assert t.probes == ["sum(f(1))"]
+
+
+def test_bound_names_are_the_programs_module_level_names():
+    code = ("def f(sum):\n    sorted = [1]\n    global max\n    max = len\n    return sum\n"
+            "len = 3\nsquares = [min * min for min in range(2)]\nimport math, numpy as np, re as math2\n")
+    assert bound_names(code) == {"f", "max", "len", "squares", "math2"}  # locals and comprehension names are not
+    # responses binding the same names share one split of a test
+    shadowed = bound_names("def f(x):\n    y = x\n    return y\n")
+    assert split_test("assert sorted(f([2, 1])) == [1, 2]", shadowed) is split_test("assert sorted(f([2, 1])) == [1, 2]",
+                                                                                     bound_names("def f(x):\n    return x\n"))
+    assert split_test("assert sorted(f([2, 1])) == [1, 2]", shadowed).probes == ["f([2, 1])"]
 
 
 def test_program_names_shadow_builtins_in_tests(pool):
