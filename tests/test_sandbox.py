@@ -426,3 +426,16 @@ def test_pool_made_in_a_short_lived_thread_survives_it():
         assert p.stats["workers_replaced"] == 0
     finally:
         p.close()
+
+
+def test_cpu_times_count_the_programs_cpu(pool):
+    """SandboxPool.cpu_times (the benchmarks' CPU accounting) sees the CPU its programs burned."""
+    from densecode.eval.bench_records import CpuMeter
+
+    burn = "import time\nend = time.process_time() + 0.1\nwhile time.process_time() < end:\n    pass\nx = 1\n"
+    meter = CpuMeter(pool)
+    results = pool.run([AssertJob(burn, ["assert x == 1"]) for _ in range(4)])
+    used = meter.stop()
+    assert [r.outcome for r in results] == ["passed"] * 4
+    assert used["programs"] >= 0.3  # 4 x 0.1 s of CPU, less a tick of accounting per program
+    assert used["total"] >= used["programs"] and meter.capacity(4, cores=2) <= 2 * 4 / 0.3
