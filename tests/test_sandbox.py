@@ -403,6 +403,11 @@ def test_forked_copy_neither_uses_nor_kills_the_workers(pool):
                 pool.run([AssertJob("x = 1", ["assert x == 1"])])
             except Exception as exc:  # noqa: BLE001
                 code = 0 if "another process" in str(exc) else 2
+            try:
+                pool.require_preload("forked_copy_preload=/nonexistent/harness.py")  # would restart the workers
+                code = code or 3
+            except Exception as exc:  # noqa: BLE001
+                code = code or (0 if "another process" in str(exc) else 4)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

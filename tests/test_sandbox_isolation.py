@@ -171,3 +171,14 @@ def test_side_by_side_responses_cannot_see_each_other():
         holder, searcher = pool.run([AssertJob(hold, ["assert f(1) == 2"]), AssertJob(search, ["assert found() == []"])])
     assert holder.outcome == "passed", holder
     assert searcher.outcome == "passed", (searcher.outcome, searcher.exc_message, searcher.details)
+
+
+def test_a_harness_that_cannot_load_fails_the_start_clearly(tmp_path):
+    from densecode.sandbox import SandboxError
+
+    with pytest.raises(ValueError, match="name=/path/to/file.py"):
+        SandboxPool(preload=("broken=/some/harness.txt",))
+    with SandboxPool(max_workers=1) as pool:
+        pool.require_preload(f"missing_harness={tmp_path / 'missing.py'}")
+        with pytest.raises(SandboxError, match="failed to start"):
+            pool.run([AssertJob("x = 1", ["assert x == 1"])])

@@ -109,6 +109,9 @@ class SandboxPool:
             new = tuple(_checked_preload(e) for e in entries if e not in self.preload)
             if not new:
                 return
+            if os.getpid() != self._owner_pid:  # a forked copy must never stop the parent's workers
+                raise SandboxError("this SandboxPool was created in another process (before a fork); "
+                                   "create a new pool in this process, or use get_default_pool()")
             self.preload += new
             for slot, w in enumerate(self._workers):
                 if w is not None:  # not a failure: not counted in stats["workers_replaced"]
