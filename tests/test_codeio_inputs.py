@@ -180,3 +180,18 @@ def test_eval_canonical_input_direction(tmp_path):
                  "--out", str(out)]) == 0
     scores = json.loads((out / "results.json").read_text())["scores"]
     assert scores["accuracy"] == 1.0 and scores["n_tasks"] == 40.0
+
+
+def test_codeio_both_directions_train_two_steps_and_explain(tiny_model_dir, tmp_path):
+    from densecode.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", "--domain", "codeio", "--model", str(tiny_model_dir), "--output-dir", str(run), "--steps",
+                 "2", "--no-progress", "--set", "train.batch_size=4", "--set", "train.eval_tasks=8", "--set",
+                 "generation.max_new_tokens=8", "--set", "tasks.direction=both"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert "eval/accuracy_input" in [r for r in rows if r["kind"] == "eval"][0]
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2]
+    page = tmp_path / "explain.html"
+    assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(page)]) == 0
+    assert "literal" in page.read_text(encoding="utf-8")
