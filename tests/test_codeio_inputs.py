@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 from densecode.domains import get_domain_class
-from densecode.domains.codeio.inputs import call_arguments, judge_answers, parse_arguments
+from densecode.domains.codeio.inputs import (
+    call_arguments,
+    judge_answers,
+    parse_arguments,
+)
 from densecode.domains.codeio.reward import LiteralComponent
 from densecode.domains.codeio.tasks import input_task
 from densecode.errors import DensecodeError
@@ -190,7 +194,7 @@ def test_codeio_both_directions_train_two_steps_and_explain(tiny_model_dir, tmp_
                  "2", "--no-progress", "--set", "train.batch_size=4", "--set", "train.eval_tasks=8", "--set",
                  "generation.max_new_tokens=8", "--set", "tasks.direction=both"]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert "eval/accuracy_input" in [r for r in rows if r["kind"] == "eval"][0]
+    assert "eval/accuracy_input" in next(r for r in rows if r["kind"] == "eval")
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2]
     page = tmp_path / "explain.html"
     assert main(["explain", "--in", str(run / "rollouts.jsonl"), "--out", str(page)]) == 0

@@ -27,7 +27,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from densecode.domains.codeio.literal import MAX_ANSWER_CHARS, NotALiteral, parse_answer, values_equal
+from densecode.domains.codeio.literal import (
+    MAX_ANSWER_CHARS,
+    NotALiteral,
+    parse_answer,
+    values_equal,
+)
 
 INPUT_INSTRUCTION = ("# Complete the call with argument(s), written as Python literals, for which it returns the value "
                      "on the left.\n")
@@ -168,7 +173,7 @@ def scan_departure(text: str, head: str) -> int:
     tokens = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            tokens.append(tok)
+            tokens.append(tok)  # noqa: PERF402 - one by one: the tokens before an error are kept
     except (tokenize.TokenError, SyntaxError):
         pass  # an unterminated string or bracket: the tokens before it are judged, then the end
     skip = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
