@@ -125,7 +125,7 @@ def test_a_tampering_response_changes_nothing_for_the_next_one(pool):
 
 def test_nothing_of_a_response_outlives_its_run(pool):
     [r] = pool.run([AssertJob(TAMPER, TESTS)])
-    assert r.duration_s < 10.0  # ended with its program, not at the wall limit
+    assert r.outcome != "timeout", r  # ended with its program, not at the wall limit
     worker = next(w for w in pool._workers if w is not None)
     assert _descendants(worker.popen.pid) == set(), "a thread or detached child of the response is still alive"
     time.sleep(0.3)  # a survivor would have forked or written by now
