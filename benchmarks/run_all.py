@@ -117,6 +117,8 @@ BENCHES = [
           quick_args=["--tasks", "50", "--naive-limit", "20"], quick_timeout_s=40),
     Bench("codeio_throughput", "codeio: answers judged per second (values run in the sandbox) vs one python each",
           quick_args=["--tasks", "100", "--naive-limit", "20"], quick_timeout_s=40),
+    Bench("fork_cost", "sandbox: CPU of one trivial program vs a bare fork + exit of a worker-sized interpreter",
+          quick_args=["--n", "100"], quick_timeout_s=40),
     # issue #20's long-run checks at a small size (their full sizes are the scripts' defaults)
     Bench("sandbox_soak", "sandbox pool: fds, threads, processes after N programs vs after the first 1,000",
           quick_args=["--programs", "2000"], quick_timeout_s=120),
