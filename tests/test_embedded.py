@@ -115,9 +115,9 @@ def test_supervised_rows_mask_prompts_and_pack_whole_examples(stdlib_sample):
     assert all(len(ids) == 64 and ids == labels for ids, labels in stream)
 
 
-TINY = dict(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=512, ctx=320, steps=4,
-            batch_size=4, warmup=1, tasks_per_domain=8, stdlib_max=40, mbpp=False, eval_every=4, select_steps=[2, 4],
-            select_tasks=2)
+TINY = {"vocab_size": 300, "n_layer": 1, "n_embd": 32, "n_head": 2, "n_inner": 64, "n_positions": 512, "ctx": 320,
+        "steps": 4, "batch_size": 4, "warmup": 1, "tasks_per_domain": 8, "stdlib_max": 40, "mbpp": False,
+        "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2}
 
 
 def test_tiny_build_produces_loadable_model_and_ships_the_best_validation_checkpoint(tmp_path):
@@ -277,12 +277,18 @@ def test_shipped_model_writes_parseable_robot_programs(shipped):
 
 @pytest.mark.slow
 def test_shipped_model_held_out_quality(shipped):
-    """The documented targets before RL, on 300 held-out RoboSim tasks."""
+    """The documented targets before RL, on 300 held-out tasks of each of the five domains: a real skill with room
+    to learn (15-70% success, greedy and at the training temperature), robotics greedy >= 0.42, and code answers that
+    parse (>= 90%)."""
     from densecode.embedded.quality import markdown_table, measure
 
     model, tok = shipped
     results = measure(model, tok, n_tasks=300, seed=0, progress=False)
     print(markdown_table(results))
-    for label, s in results.items():
-        assert s["parses"] >= 0.90, (label, s)
-        assert 0.10 <= s["success"] <= 0.60, (label, s)
+    assert set(results) == set(TASK_DOMAINS)
+    for name, per in results.items():
+        for label, s in per.items():
+            assert 0.15 <= s["success"] <= 0.70, (name, label, s)
+            if name in ("codegen", "codeio", "testgen"):
+                assert s["parses"] >= 0.90, (name, label, s)
+    assert results["robotics"]["greedy"]["success"] >= 0.42
