@@ -364,9 +364,7 @@ def parse_args(argv=None):
             setattr(args, key, budget[key])
     args.set = budget["set"] + list(args.set)
     if args.config is None:
-        from densecode.config import resolve_config_path
-
-        args.config = str(resolve_config_path(args.domain))
+        args.config = args.domain  # the shipped configs/<domain>.yaml, by name
     if args.out is None:
         sub = args.domain + ("-ablation" if args.ablation else "")
         args.out = str(Path("runs/bench/quick/dense_vs_sparse" if args.quick else "runs/dense_vs_sparse") / sub)
