@@ -257,9 +257,25 @@ def diagnose_runs(run_dirs: list[Path], n_buckets: int = 5) -> dict:
 
 
 def machine() -> str:
+    """e.g. 'Linux x86_64, 2 CPUs, no GPU' (the training runs use a GPU when torch sees one)."""
     import os
 
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
+    import torch
+
+    gpu = f"GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {gpu}"
+
+
+def trainer_wall_s(run_dir: Path) -> float | None:
+    """The run's training wall time over all its sessions (the trainer's clock: the last row's elapsed_s)."""
+    last = None
+    path = run_dir / "metrics.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("kind") == "train" and "elapsed_s" in row:
+                last = float(row["elapsed_s"])
+    return last
 
 
 def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, float]) -> dict:
@@ -268,7 +284,9 @@ def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, fl
     results = {"domain": args.domain, "config": str(args.config), "arms": arms, "baseline": baseline,
                "seeds": args.seeds, "steps": args.steps, "eval_tasks": args.eval_tasks, "machine": machine(),
                "command": "python benchmarks/dense_vs_sparse.py " + shlex.join(args.argv),
-               "wall_s_this_session": walls, "passes": {}}
+               "wall_s_this_session": walls,
+               "run_wall_s": {f"{a}-seed{s}": trainer_wall_s(out / f"{a}-seed{s}") for a in arms for s in args.seeds},
+               "passes": {}}
     for p in PASSES:
         got = arm_arrays(out, arms, args.seeds, p)
         if got is None:
@@ -287,7 +305,10 @@ def write_outputs(results: dict, out: Path, stem: str, publish: Path | None, dia
     temps = {"greedy": "T = 0", "sampled": "the training temperature"}
     title = (f"{results['domain']}: {' vs '.join(results['arms'])}, {results['steps']} steps, seeds {results['seeds']}, "
              f"{results['eval_tasks']} held-out tasks ({results['config']})")
-    parts = [f"### {title}", "", f"`{results['command']}` on {results['machine']}", ""]
+    walls = [w for w in results["run_wall_s"].values() if w is not None]
+    wall = (f"; training wall time per run {sum(walls) / len(walls) / 60:.1f} min (mean of {len(walls)}, the "
+            "trainer's clock)") if walls else ""
+    parts = [f"### {title}", "", f"`{results['command']}` on {results['machine']}{wall}", ""]
     for p, r in results["passes"].items():
         parts += [pass_markdown(r["comparison"], r["metric"], p, temps[p]), ""]
     if diag:
@@ -408,7 +429,10 @@ def run(args) -> int:
     final_ok = all(r["comparison"]["differences"].get("dense", {}).get("lo", [0])[-1] > 0
                    for r in results["passes"].values()) if not args.ablation else True
     if not final_ok:
-        diag = {arm: diagnose_runs([out / f"{arm}-seed{s}" for s in args.seeds]) for arm in ("dense", "sparse")}
+        try:
+            diag = {arm: diagnose_runs([out / f"{arm}-seed{s}" for s in args.seeds]) for arm in ("dense", "sparse")}
+        except DensecodeError as exc:  # e.g. runs from an older trainer: the comparison still stands
+            print(f"credit diagnostics skipped: {exc}", file=sys.stderr)
     stem = "ablation" if args.ablation else "dense_vs_sparse"
     stem = f"{stem}-{args.domain}"
     md = write_outputs(results, out, stem, Path(args.publish) if args.publish else None, diag)
