@@ -56,7 +56,7 @@ PASSES = ("greedy", "sampled")
 FULL = {"seeds": [0, 1, 2, 3, 4], "steps": 80, "eval_every": 10, "eval_tasks": 500, "n_boot": 2000,
         "save_every": 20, "set": []}
 QUICK = {"seeds": [0], "steps": 2, "eval_every": 2, "eval_tasks": 8, "n_boot": 200, "save_every": 2,
-         "set": ["train.batch_size=4", "generation.max_new_tokens=48", "algo.num_minibatches=1",
+         "set": ["train.batch_size=4", "algo.num_minibatches=1",
                  "generation.batch_size=8"]}
 
 
