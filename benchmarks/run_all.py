@@ -94,6 +94,9 @@ BENCHES = [
     Bench("grpo_vs_trl", "densecode GRPO step vs TRL GRPOTrainer",
           quick_args=["--steps", "3", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "32",
                       "--repeats", "1"], quick_timeout_s=80),
+    # The default robotics recipe (64 prompts; ~12 s of CPU per step on 2 cores): one step in --quick.
+    Bench("score_phase", "PPO score phase (critic + reference) on the default robotics run: share of the step",
+          quick_args=["--steps", "1"], quick_timeout_s=90),
     # The two training comparisons get what the others leave (they take ~2 minutes together):
     # a few steps at half batch, only enough to show the pipeline runs; their full budgets are
     # the scripts' defaults.
@@ -124,6 +127,11 @@ BENCHES = [
           quick_args=["--programs", "2000"], quick_timeout_s=120),
     Bench("train_soak", "training: resident memory at the end vs after warm-up",
           quick_args=["--steps", "40", "--warmup", "10"], quick_timeout_s=200),
+    # issue #16: in --quick only the pipeline (2 tasks, 2 steps, 1 seed; its scores are no result); the full
+    # benchmark (5 tasks, 3 seeds, every arm) takes hours.
+    Bench("multitask", "multi-task: ASTOR vs joint and vs the best specialists, held-out average score",
+          quick_args=["--quick", "--in-process", "--workdir", "runs/bench/quick/multitask"], quick_timeout_s=300,
+          full_args=["--seeds", "0", "1", "2", "--parallel", "2"], full_timeout_s=48 * 3600),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 
