@@ -100,14 +100,19 @@ BENCHES = [
     # The two training comparisons get what the others leave (they take ~2 minutes together):
     # a few steps at half batch, only enough to show the pipeline runs; their full budgets are
     # the scripts' defaults.
+    # Full budgets (issue #17): hours on 2 cores; both resume where a timed-out run stopped when rerun.
     Bench("dense_vs_sparse", "dense per-token rewards vs the same rewards on the last token",
-          quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
+          quick_args=["--quick", "--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
                       "--set", "train.batch_size=8", "--out", "runs/bench/quick/dense_vs_sparse"],
-          quick_timeout_s=230),
-    Bench("optimizers", "PPO-dense vs GRPO vs MicroCoder-GRPO, equal budgets",
-          quick_args=["--steps", "4", "--eval-every", "2", "--eval-tasks", "20", "--responses-per-step", "8",
-                      "--group-size", "4", "--variants", "ppo-dense,microcoder",
-                      "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230),
+          full_args=["--domain", "robotics", "--seeds", "0", "1", "2", "3", "4", "--steps", "80", "--eval-tasks",
+                     "500", "--parallel", "2"],
+          quick_timeout_s=230, full_timeout_s=12 * 3600),
+    Bench("optimizers", "PPO-dense/sparse vs GRPO vs MicroCoder-GRPO (± dense term), equal budgets",
+          quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
+                      "--responses-per-step", "8", "--group-size", "4", "--variants", "ppo-dense,microcoder",
+                      "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230,
+          full_args=["--seeds", "0", "1", "2", "--parallel", "2", "--publish", "benchmarks/results"],
+          full_timeout_s=12 * 3600),
     # issue #14's code tasks (last: in --quick they get what the others leave)
     Bench("testgen_throughput", "testgen: responses judged per second (coverage + mutants) vs one python each",
           quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),

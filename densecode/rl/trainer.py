@@ -494,8 +494,18 @@ class Trainer:
             out = {f"eval/{k}": float(v) for k, v in res.items()}
             out["time/eval_s"] = time.perf_counter() - t0
             self.write_metrics({"step": step, **out}, kind="eval")
+            self.write_eval_tasks(step, getattr(self.task_source, "last_eval_rows", None))
         self.accelerator.wait_for_everyone()
         return out
+
+    def write_eval_tasks(self, step: int, rows: list[dict] | None) -> None:
+        """Append an eval's per-task outcomes (one row per pass: greedy, sampled) to eval_tasks.jsonl, so runs can
+        be compared task by task (paired bootstraps over tasks, benchmarks/dense_vs_sparse.py)."""
+        if not rows:
+            return  # a task source that keeps no per-task outcomes (the multi-task mix)
+        with open(self.run_dir / "eval_tasks.jsonl", "a") as f:
+            for row in rows:
+                f.write(json.dumps({"step": step, **row}, default=_json_default) + "\n")
 
     def write_metrics(self, record: dict, kind: str = "train") -> None:
         if not self.is_main:
@@ -533,7 +543,8 @@ class Trainer:
         if not self.is_main or not isinstance(rb, RewardBatch):
             return  # a custom reward_fn without the assembler's per-component outputs has nothing to explain
 
-        write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step)
+        write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step,
+                       algo=_per_token_algo_arrays(batch))
 
     def save_checkpoint(self) -> Path | None:
         """Atomic and durable: write checkpoints/.tmp-step-N, fsync every file and directory in it, rename it
@@ -655,7 +666,7 @@ class Trainer:
             die()
 
     def trim_logs(self) -> None:
-        """Make metrics.jsonl and rollouts.jsonl end where the training state is (state.step).
+        """Make metrics.jsonl, rollouts.jsonl and eval_tasks.jsonl end where the training state is (state.step).
 
         Rows for steps after the last checkpoint were written by a session that died before saving; the
         resumed run writes them again (bit-identical training), so they are dropped, as is a torn last
@@ -664,7 +675,7 @@ class Trainer:
         if not self.is_main:
             return
         keep_to = self.state.step
-        for name in ("metrics.jsonl", "rollouts.jsonl"):
+        for name in ("metrics.jsonl", "rollouts.jsonl", "eval_tasks.jsonl"):
             path = self.run_dir / name
             if path.is_file():
                 _truncate_jsonl(path, keep_to)
@@ -796,6 +807,20 @@ class Trainer:
             except Exception as exc:  # noqa: BLE001 - a plotting problem must not lose a finished run
                 logger.warning("could not write the learning-curve report: %s", exc)
         return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}
+
+
+def _per_token_algo_arrays(batch: RolloutBatch) -> dict[str, list[np.ndarray]]:
+    """The optimiser's per-token view of each sample (for credit diagnostics, densecode.eval.credit): the value
+    predictions at rollout time, the GAE returns, and the advantages the loss used (PPO: whitened over the batch
+    when algo.ppo.whiten_advantages; raw advantages = returns - values). Only what this algorithm computed."""
+    lengths = batch.response_mask.sum(-1).long().tolist()
+    out: dict[str, list[np.ndarray]] = {}
+    for name in ("values", "returns", "advantages"):
+        t = getattr(batch, name, None)
+        if isinstance(t, torch.Tensor) and t.dim() == 2:
+            rows = t.detach().float().cpu().numpy()
+            out[name] = [rows[i, :n] for i, n in enumerate(lengths)]
+    return out
 
 
 def _sampled_stop_token(response, tokenizer) -> int | None:
