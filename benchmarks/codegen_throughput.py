@@ -49,22 +49,26 @@ def main() -> int:
         args.tasks, args.naive_limit = 100, 60
 
     from densecode.domains import get_domain_class
-    from densecode.eval.bench_records import emit, figure
+    from densecode.eval.bench_records import CpuMeter, emit, figure
     from densecode.sandbox import AssertJob, get_default_pool
 
     domain = get_domain_class("codegen")()
     tasks = domain.tasks("test", args.tasks, args.seed)
     pairs = [(t, r) for t in tasks for r in (domain.canonical_response(t), "    return None\n")]
     pool = get_default_pool()
-    pool.run([AssertJob("x = 1", ["assert x == 1"])])  # start-up is not part of the throughput
+    pool.run([AssertJob("x = 1", ["assert x == 1"])] * pool.max_workers)  # start-up is not part of the throughput
+    meter = CpuMeter(pool)
     start = time.perf_counter()
     records = domain.score([t for t, _ in pairs], [r for _, r in pairs])
     pool_s = time.perf_counter() - start
+    meter.stop()
     passed = [r["outcome"] == "success" for r in records]
     canonical_ok = sum(passed[0::2])
 
     scripts = ["\n".join([t["setup"], t["prompt"] + r, *t["tests"]]) for t, r in pairs[: args.naive_limit]]
+    naive_meter = CpuMeter()
     naive_s, naive_verdicts = naive(scripts, args.timeout)
+    naive_meter.stop()
     agree = sum(a == b for a, b in zip(passed, naive_verdicts))
 
     pool_rate, naive_rate = len(pairs) / pool_s, len(scripts) / naive_s
@@ -74,11 +78,22 @@ def main() -> int:
     print(f"naive : {len(scripts)} responses in {naive_s:6.1f} s = {naive_rate:6.1f} samples/s")
     print(f"ratio : the pool is {pool_rate / naive_rate:.2f}x the naive baseline; verdicts agree on "
           f"{agree}/{len(scripts)}")
+    cpu, naive_cpu = meter.ms_per(len(pairs)), naive_meter.ms_per(len(scripts))
+    capacity = meter.capacity(len(pairs), cores=2)
+    print(f"cpu   : pool {cpu['total']:.2f} ms/sample (parent {cpu['parent']:.2f}, workers {cpu['workers']:.2f}, "
+          f"programs {cpu['programs']:.2f}) = {capacity:.0f} samples/s on 2 idle cores; naive {naive_cpu['total']:.2f} "
+          f"ms/sample; {meter.load_text()}")
     emit([figure("samples/s, codegen responses judged by hidden asserts, sandbox pool", pool_rate, "samples/s",
                  baseline=f"one fresh python per response, sequential, no isolation (first {len(scripts)})",
                  baseline_value=naive_rate,
                  note=f"{len(tasks)} test tasks x 2 responses; canonical passed {canonical_ok}/{len(tasks)}; "
-                      f"verdicts agree {agree}/{len(scripts)}; {pool.max_workers} workers")], args.json)
+                      f"verdicts agree {agree}/{len(scripts)}; {pool.max_workers} workers; {meter.load_text()}"),
+          figure("CPU ms per codegen sample, all processes (judge, workers, programs)", cpu["total"], "ms/sample",
+                 baseline="one fresh python per response (CPU of parent + pythons)", baseline_value=naive_cpu["total"],
+                 ratio=naive_cpu["total"] / cpu["total"] if cpu["total"] else None,
+                 note=f"ratio = naive CPU / pool CPU; parent {cpu['parent']:.2f}, workers {cpu['workers']:.2f}, "
+                      f"programs {cpu['programs']:.2f} ms; allows {capacity:.0f} samples/s on 2 idle cores")],
+         args.json)
     return 0 if canonical_ok == len(tasks) and agree == len(scripts) else 1
 
 

@@ -49,7 +49,7 @@ def main() -> int:
     from densecode.domains import get_domain_class
     from densecode.domains.codeio import values
     from densecode.domains.codeio.tasks import GENERATED_BATCH
-    from densecode.eval.bench_records import emit, figure
+    from densecode.eval.bench_records import CpuMeter, emit, figure
     from densecode.sandbox import get_default_pool
 
     domain = get_domain_class("codeio")()
@@ -80,12 +80,44 @@ def main() -> int:
     print(f"judge : {len(tasks)} answers in {judge_s:6.3f} s = {judge_rate:7.0f} samples/s (value known)")
     print(f"naive : {len(scripts)} answers in {naive_s:6.1f} s = {naive_rate:7.1f} samples/s")
     print(f"ratio : {rate / naive_rate:.2f}x the naive baseline; verdicts agree on {agree}/{len(scripts)}")
+    # The input direction: every answer's arguments run through the function in the sandbox (one program per
+    # distinct call, no cache): canonical arguments on even tasks, `None)` (a call that fails or returns another
+    # value) on odd ones.
+    in_domain = get_domain_class("codeio")({"direction": "input"})
+    in_tasks = in_domain.tasks("test", args.tasks, args.seed)
+    in_answers = [t["canonical"] if i % 2 == 0 else "None)" for i, t in enumerate(in_tasks)]
+    values._CACHE.clear()
+    meter = CpuMeter(pool)
+    start = time.perf_counter()
+    in_records = in_domain.score(in_tasks, in_answers)
+    in_s = time.perf_counter() - start
+    meter.stop()
+    in_verdicts = [r["outcome"] == "success" for r in in_records]
+    in_scripts = [f"{t['setup']}\n{t['code']}\nassert ({t['expected']}) == {t['entry']}({a}\n"
+                  for t, a in list(zip(in_tasks, in_answers))[: args.naive_limit]]
+    in_naive_s, in_naive_verdicts = naive(in_scripts, args.timeout)
+    in_agree = sum(a == b for a, b in zip(in_verdicts, in_naive_verdicts))
+    in_rate, in_naive_rate = len(in_tasks) / in_s, len(in_scripts) / in_naive_s
+    cpu = meter.ms_per(len(in_tasks))
+    print(f"input : {len(in_tasks)} proposed inputs in {in_s:6.2f} s = {in_rate:7.1f} samples/s (each run in the "
+          f"sandbox); canonical correct {sum(in_verdicts[0::2])}/{len(in_verdicts[0::2])}, `None)` correct "
+          f"{sum(in_verdicts[1::2])}; naive {in_naive_rate:.1f} samples/s = {in_rate / in_naive_rate:.2f}x; verdicts "
+          f"agree {in_agree}/{len(in_scripts)}; CPU {cpu['total']:.2f} ms/sample = "
+          f"{meter.capacity(len(in_tasks)):.0f} samples/s on 2 idle cores; {meter.load_text()}")
     emit([figure("samples/s, codeio answers judged, each value computed in the sandbox pool", rate, "samples/s",
                  baseline=f"one fresh python per answer running assert CALL == ANSWER (first {len(scripts)})",
                  baseline_value=naive_rate,
                  note=f"{len(tasks)} test tasks, one answer each, no cache; judge alone {judge_rate:.0f} samples/s; "
-                      f"verdicts agree {agree}/{len(scripts)}; {pool.max_workers} workers")], args.json)
-    return 0 if same_values == len(tasks) and agree == len(scripts) else 1
+                      f"verdicts agree {agree}/{len(scripts)}; {pool.max_workers} workers"),
+          figure("samples/s, codeio input direction: proposed arguments run through the function in the sandbox",
+                 in_rate, "samples/s",
+                 baseline=f"one fresh python per answer running assert TARGET == f(ANSWER (first {len(in_scripts)})",
+                 baseline_value=in_naive_rate,
+                 note=f"{len(in_tasks)} test tasks, canonical arguments on half, `None)` on half, no cache; verdicts "
+                      f"agree {in_agree}/{len(in_scripts)}; CPU {cpu['total']:.2f} ms/sample "
+                      f"({meter.capacity(len(in_tasks)):.0f}/s on 2 idle cores); {meter.load_text()}")], args.json)
+    in_ok = all(in_verdicts[0::2]) and in_agree == len(in_scripts)
+    return 0 if same_values == len(tasks) and agree == len(scripts) and in_ok else 1
 
 
 if __name__ == "__main__":

@@ -1,181 +1,456 @@
-"""Dense token rewards vs the same components summed on the last token (standard PPO).
+"""Dense token rewards vs the same rewards on the last token, with confidence intervals (issue #17).
 
-Trains the embedded model on the robotics suite twice per seed — `reward.mode=dense`
-and `reward.mode=sparse` — with the same config, seed and step budget, and reports
-held-out success rate and executability curves side by side (mean ± sd over seeds),
-a PNG of both, and the final difference. Sparse mode keeps the KL term per token in
-both runs (only the task components move to the last token), so the two runs differ
-in reward *placement* only: each sample's summed reward is identical.
+Each arm is `densecode train` with one config and one change of reward placement; every arm gets the same config,
+seeds, step budget and tuning (no setting is tuned on one arm alone):
+  dense        reward.mode: dense (the config as shipped)
+  sparse       reward.mode: sparse: every component except those in reward.sparse_keep_dense (default: the KL
+               penalty, which PPO keeps per token) is summed onto the last token: each response's summed reward is
+               identical, only its placement differs
+  --ablation adds, one component at a time:
+  last-<c>     only component <c> moved to the last token (reward.mode: sparse, reward.sparse_keep_dense: every
+               other active component), for each active component but the KL term (sim/tests, syntax, lint, ...)
+  spread-<s>   dense, with every component that has a `spread` option set to <s> (`each`: the value on every token
+               of its span; `split`: divided among them) - the one the config does not use
 
-    .venv/bin/python benchmarks/dense_vs_sparse.py --seeds 0 1 2 --parallel 2 [--set k=v ...]
+Every run evaluates greedily and at the training temperature (tasks.eval_sampled_temperature =
+generation.temperature) on the same held-out tasks every --eval-every steps, and the trainer writes each eval's
+per-task outcomes (eval_tasks.jsonl), so arms are compared task by task. The analysis
+(densecode.eval.paired_bootstrap.compare_arms) gives per step each arm's mean and seed-level sd, the paired
+difference to the baseline arm (sparse; dense for --ablation) with a 95% bootstrap interval resampling seeds AND
+tasks, and the steps an arm needs to reach the baseline's final score, with its interval.
 
-Runs go to runs/dense_vs_sparse/<mode>-seed<N>/ (existing finished runs are reused,
-so an interrupted sweep continues); the table and dense_vs_sparse.png go there too.
+    python benchmarks/dense_vs_sparse.py --domain robotics --seeds 0 1 2 3 4 --steps 80 --eval-tasks 500 --parallel 2
+    python benchmarks/dense_vs_sparse.py --domain robotics --ablation --seeds 0 1 2 3 4 --steps 80 --parallel 2
+    python benchmarks/dense_vs_sparse.py --diagnose runs/dense_vs_sparse/robotics/sparse-seed0   # credit diagnostics
+    python benchmarks/dense_vs_sparse.py --quick        # the pipeline end to end at a toy budget (~35 s CPU)
+
+Runs go to <out>/<arm>-seed<N>/ (default out: runs/dense_vs_sparse/<domain>); rerunning the same command skips
+finished runs and continues unfinished ones from their latest checkpoint (densecode.eval.sweep), so a sweep can be
+stopped and resumed. Results: <out>/results.{json,md} and the curves PNG, copied to benchmarks/results/ (not for
+--quick), plus machine-readable figures for benchmarks/RESULTS.md (run_all convention, or --json PATH). When dense
+does not beat the baseline (its interval at the last step does not exclude 0 on the positive side), the credit
+diagnostics of every run (densecode.eval.credit) are added to the results.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
-import math
-import os
-import statistics
-import subprocess
+import platform
+import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = ("dense", "sparse")
-METRICS = ("eval/success_rate", "eval/sampled_success_rate", "eval/executability")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from densecode.errors import DensecodeError  # noqa: E402
+
+PASSES = ("greedy", "sampled")
+# Full budget (issue #17) and the toy budget of --quick (2 runs of ~15 s CPU each: the pipeline end to end, no
+# evidence). An option given on the command line wins over either.
+FULL = {"seeds": [0, 1, 2, 3, 4], "steps": 80, "eval_every": 10, "eval_tasks": 500, "n_boot": 2000,
+        "save_every": 20, "set": []}
+QUICK = {"seeds": [0], "steps": 2, "eval_every": 2, "eval_tasks": 8, "n_boot": 200, "save_every": 2,
+         "set": ["train.batch_size=4", "algo.num_minibatches=1",
+                 "generation.batch_size=8"]}
 
 
-def run_dir(out: Path, mode: str, seed: int) -> Path:
-    return out / f"{mode}-seed{seed}"
+# ------------------------------------------------------------------ arms
 
 
-def train_command(out: Path, mode: str, seed: int, args) -> list[str] | None:
-    """The training command for one (mode, seed), or None when that run has finished already."""
-    d = run_dir(out, mode, seed)
-    if (d / "summary.md").is_file():
-        print(f"reusing finished run {d}", file=sys.stderr)
+def load_cfg(config: str, extra: list[str]):
+    from densecode.config import load_config
+
+    return load_config(config, list(extra))
+
+
+def spread_components(cfg, domain) -> dict[str, str]:
+    """{component: its spread now} for the active components whose class takes a `spread` option."""
+    from densecode.rewards.assembler import _domain_components, default_component_options, effective_weights
+    from densecode.rewards.base import REGISTRY, load_class
+
+    options = default_component_options(domain)
+    for name, opts in (cfg.reward.components or {}).items():
+        options[name] = {**options.get(name, {}), **opts}
+    out = {}
+    for name, weight in effective_weights(cfg.reward, domain).items():
+        if weight <= 0:
+            continue
+        path = options.get(name, {}).get("class") or _domain_components(domain).get(name) or REGISTRY.get(name)
+        if path and "spread" in inspect.signature(load_class(path).__init__).parameters:
+            out[name] = str(options.get(name, {}).get("spread", "each"))
+    return out
+
+
+def arms_for(cfg, ablation: bool) -> dict[str, list[str]]:
+    """{arm: its --set overrides} (besides the overrides every arm shares)."""
+    arms = {"dense": ["reward.mode=dense"], "sparse": ["reward.mode=sparse"]}
+    if not ablation:
+        return arms
+    from densecode.domains import build_domain
+    from densecode.rewards.assembler import effective_weights
+
+    domain = build_domain(cfg)
+    active = [c for c, w in effective_weights(cfg.reward, domain).items() if w > 0]
+    keep_default = list(cfg.reward.sparse_keep_dense)
+    movable = [c for c in active if c not in keep_default]
+    for comp in movable:
+        keep = [c for c in active if c != comp]
+        if len(movable) > 1:  # with one movable component, moving it alone is the sparse arm
+            arms[f"last-{comp}"] = ["reward.mode=sparse", f"reward.sparse_keep_dense=[{', '.join(keep)}]"]
+    spreads = spread_components(cfg, domain)
+    for target in ("each", "split"):
+        if spreads and any(s != target for s in spreads.values()):
+            arms[f"spread-{target}"] = ["reward.mode=dense"] + [f"reward.components.{c}.spread={target}"
+                                                                for c in sorted(spreads)]
+    return arms
+
+
+def common_overrides(cfg, args) -> list[str]:
+    """What every arm shares: eval schedule and passes, logging, seeds are added per run."""
+    return [f"train.eval_every={args.eval_every}", f"train.eval_tasks={args.eval_tasks}",
+            "tasks.eval_temperature=0.0", f"tasks.eval_sampled_temperature={cfg.generation.temperature}",
+            f"train.rollouts_every={args.eval_every}", f"train.save_every={args.save_every}"]
+
+
+def build_specs(args, cfg, arms: dict[str, list[str]], out: Path):
+    from densecode.eval.sweep import RunSpec
+
+    shared = common_overrides(cfg, args) + list(args.set or [])
+    extra = ["--model", args.model] if args.model else []
+    return [RunSpec(name=f"{arm}-seed{seed}", run_dir=out / f"{arm}-seed{seed}", config=str(args.config),
+                    steps=args.steps, overrides=[*shared, *overrides, f"train.seed={seed}"], extra_args=extra)
+            for seed in args.seeds for arm, overrides in arms.items()]
+
+
+# ------------------------------------------------------------------ data
+
+
+def read_eval_tasks(run_dir: Path) -> dict[str, dict[int, dict]]:
+    """{pass: {step: row}} from a run's eval_tasks.jsonl (a later row for a step wins, as after a resume)."""
+    path = run_dir / "eval_tasks.jsonl"
+    if not path.is_file():
+        raise DensecodeError(f"{path} is missing: that run has no per-task eval outcomes (finish it, or retrain it "
+                             "with this densecode: older trainers did not write them)")
+    out: dict[str, dict[int, dict]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out.setdefault(row["pass"], {})[int(row["step"])] = row
+    return out
+
+
+def arm_arrays(out: Path, arms: list[str], seeds: list[int], pass_name: str):
+    """({arm: values [seed, step, task]}, steps, metric) over the eval steps every run has; None when no run has
+    this pass."""
+    import numpy as np
+
+    rows = {(a, s): read_eval_tasks(out / f"{a}-seed{s}").get(pass_name) for a in arms for s in seeds}
+    if any(r is None for r in rows.values()):
         return None
-    cmd = [sys.executable, "-m", "densecode.cli", "train", "--domain", "robotics", "--config", args.config,
-           "--output-dir", str(d), "--steps", str(args.steps), "--set", f"reward.mode={mode}",
-           "--set", f"train.seed={seed}", "--set", f"train.eval_every={args.eval_every}",
-           "--set", f"train.eval_tasks={args.eval_tasks}", "--set", "train.save_every=0"]
-    for kv in args.set or []:
-        cmd += ["--set", kv]
-    if (d / "checkpoints" / "latest").is_file():
-        cmd += ["--resume", str(d)]
-    return cmd
+    steps = sorted(set.intersection(*[set(r) for r in rows.values()]))
+    if not steps:
+        raise DensecodeError(f"the runs in {out} share no eval step for the {pass_name} pass")
+    first = next(iter(rows.values()))[steps[0]]
+    for (a, s), r in rows.items():
+        for st in steps:
+            if r[st]["task_ids"] != first["task_ids"]:
+                raise DensecodeError(f"{out}/{a}-seed{s}: its step-{st} eval saw other tasks than "
+                                     f"{arms[0]}-seed{seeds[0]}: runs must share tasks.eval_seed and the eval split")
+    values = {a: np.array([[rows[(a, s)][st]["values"] for st in steps] for s in seeds], dtype=float) for a in arms}
+    return values, steps, first["metric"]
 
 
-def train_all(out: Path, args) -> None:
-    """Every (mode, seed) run, `args.parallel` at a time (each uses about one core)."""
-    pending = [(m, s) for s in args.seeds for m in MODES]
-    running: list[tuple[subprocess.Popen, str]] = []
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    while pending or running:
-        while pending and len(running) < max(1, args.parallel):
-            mode, seed = pending.pop(0)
-            cmd = train_command(out, mode, seed, args)
-            if cmd is None:
-                continue
-            print("$", " ".join(cmd), file=sys.stderr, flush=True)
-            running.append((subprocess.Popen(cmd, cwd=ROOT, env=env), f"{mode}-seed{seed}"))
-        time.sleep(1)
-        for proc, name in list(running):
-            if proc.poll() is not None:
-                running.remove((proc, name))
-                if proc.returncode != 0:
-                    for other, _ in running:
-                        other.terminate()
-                    raise SystemExit(f"training run {name} failed (exit {proc.returncode})")
+# ------------------------------------------------------------------ report
 
 
-def eval_curve(d: Path) -> dict[int, dict[str, float]]:
-    curve = {}
-    for line in (d / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("kind") == "eval":
-            curve[int(rec["step"])] = {k: rec[k] for k in METRICS if k in rec}
-    return curve
+def fmt_ci(mean: float, lo: float, hi: float) -> str:
+    return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
-def mean_sd(xs: list[float]) -> tuple[float, float]:
-    if not xs:
-        return math.nan, math.nan
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+def fmt_steps(x) -> str:
+    return "not reached" if x is None else f"{x:.1f}"
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--steps", type=int, default=None, help="steps per run (default: the config's train.steps)")
-    p.add_argument("--config", default="configs/robotics.yaml")
-    p.add_argument("--eval-every", type=int, default=None, help="default: the config's train.eval_every")
-    p.add_argument("--eval-tasks", type=int, default=200)
-    p.add_argument("--out", default="runs/dense_vs_sparse")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra config override for both modes")
-    p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
-    args = p.parse_args()
-    if args.steps is None or args.eval_every is None:
-        sys.path.insert(0, str(ROOT))
-        from densecode.config import load_config
+def pass_markdown(res: dict, metric: str, pass_name: str, temperature: str) -> str:
+    arms = list(res["arms"])
+    base = res["baseline"]
+    others = [a for a in arms if a != base]
+    lines = [f"#### held-out {metric}, {pass_name} ({temperature}): mean ± seed sd over {res['n_seeds']} seeds, "
+             f"{res['n_tasks']} tasks; paired difference to {base} with its {res['level']:.0%} bootstrap interval "
+             f"(seeds and tasks resampled, {res['n_boot']} replicates)", ""]
+    head = ["step"] + arms + [f"{a} − {base}" for a in others]
+    lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for i, st in enumerate(res["steps"]):
+        cells = [str(st)] + [f"{res['arms'][a]['mean'][i]:.3f} ± {res['arms'][a]['seed_sd'][i]:.3f}" for a in arms]
+        for a in others:
+            d = res["differences"][a]
+            cells.append(fmt_ci(d["mean"][i], d["lo"][i], d["hi"][i]) + (" *" if d["excludes_zero"][i] else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "`*`: the interval excludes 0.", ""]
+    last = res["steps"][-1]
+    for a in others:
+        r = res["steps_to_reach"][a]
+        frac = "" if r["reach_fraction"] is None else f" = {r['reach_fraction']:.0%} of {last}"
+        lines.append(f"- steps {a} needs to reach {base}'s final {metric} ({r['target']:.3f} at step {last}): "
+                     f"{fmt_steps(r['steps'])}{frac}, {res['level']:.0%} interval [{fmt_steps(r['lo'])}, "
+                     f"{fmt_steps(r['hi'])}] (not reached in {r['never_reached_share']:.0%} of the replicates)")
+    return "\n".join(lines)
 
-        train_cfg = load_config(ROOT / args.config).train
-        args.steps = train_cfg.steps if args.steps is None else args.steps
-        args.eval_every = train_cfg.eval_every if args.eval_every is None else args.eval_every
-    out = (ROOT / args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    train_all(out, args)
-    curves = {m: {s: eval_curve(run_dir(out, m, s)) for s in args.seeds} for m in MODES}
 
-    steps = sorted(set.intersection(*[set(c) for m in MODES for c in curves[m].values()]))
-    # eval/sampled_success_rate exists only when the config sets tasks.eval_sampled_temperature.
-    metrics = tuple(k for k in METRICS if all(k in c[st] for m in MODES for c in curves[m].values() for st in steps))
-    title = (f"dense vs sparse rewards, robotics, {args.config}, {args.steps} steps, seeds {args.seeds}, "
-             f"held-out {args.eval_tasks} tasks (success_rate: greedy; sampled: the training temperature); "
-             "mean ± sd over seeds")
-    lines = [title, ""]
-    header = "| step | " + " | ".join(f"{m} {k.split('/')[1]}" for k in metrics for m in MODES) + " |"
-    lines += [header, "|---" * (1 + len(metrics) * len(MODES)) + "|"]
-    for st in steps:
-        cells = []
-        for k in metrics:
-            for m in MODES:
-                mu, sd = mean_sd([curves[m][s][st][k] for s in args.seeds if k in curves[m][s][st]])
-                cells.append(f"{mu:.3f} ± {sd:.3f}")
-        lines.append(f"| {st} | " + " | ".join(cells) + " |")
-    last = steps[-1]
-    first = steps[0]
-    lines.append("")
-    for k in metrics:
-        for m in MODES:
-            gains = [curves[m][s][last][k] - curves[m][s][first][k] for s in args.seeds]
-            mu, sd = mean_sd(gains)
-            lines.append(f"- {m}: {k} change step {first} → {last}: {mu:+.3f} ± {sd:.3f} (per seed: "
-                         + ", ".join(f"{g:+.3f}" for g in gains) + ")")
-        diffs = [curves["dense"][s][last][k] - curves["sparse"][s][last][k] for s in args.seeds]
-        mu, sd = mean_sd(diffs)
-        lines.append(f"- dense − sparse at step {last}, {k}: {mu:+.3f} ± {sd:.3f} (paired by seed)")
-    text = "\n".join(lines)
-    print(text)
-    (out / "results.md").write_text(text + "\n")
-    from densecode.eval.bench_records import emit, figure
-
-    emit([figure(f"held-out {k.split('/')[1]} at step {last}, dense rewards ({args.steps} steps, seeds {args.seeds})",
-                 mean_sd([curves["dense"][s][last][k] for s in args.seeds])[0], "",
-                 baseline="sparse (same components on the last token)",
-                 baseline_value=mean_sd([curves["sparse"][s][last][k] for s in args.seeds])[0],
-                 note=f"step {first}: " + ", ".join(f"{m} {mean_sd([curves[m][s][first][k] for s in args.seeds])[0]:.3f}"
-                                                   for m in MODES) + f"; {args.eval_tasks} eval tasks")
-          for k in metrics])
-
+def plot(results: dict, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.8))
-    for ax, k in zip(axes, metrics):
-        for m, color in zip(MODES, ("tab:blue", "tab:orange")):
-            mus, sds = [], []
-            for st in steps:
-                mu, sd = mean_sd([curves[m][s][st][k] for s in args.seeds])
-                mus.append(mu)
-                sds.append(sd)
-            ax.plot(steps, mus, marker="o", color=color, label=m)
-            ax.fill_between(steps, [a - b for a, b in zip(mus, sds)], [a + b for a, b in zip(mus, sds)],
-                            color=color, alpha=0.15)
-        ax.set_title(f"held-out {k.split('/')[1]} (mean ± sd, {len(args.seeds)} seeds)")
+    passes = [p for p in PASSES if p in results["passes"]]
+    fig, axes = plt.subplots(2, len(passes), figsize=(6 * len(passes), 7.5), squeeze=False)
+    for col, p in enumerate(passes):
+        res, metric = results["passes"][p]["comparison"], results["passes"][p]["metric"]
+        steps = res["steps"]
+        ax = axes[0][col]
+        for arm, a in res["arms"].items():
+            mu, sd = np.array(a["mean"]), np.array(a["seed_sd"])
+            line, = ax.plot(steps, mu, marker="o", label=arm)
+            ax.fill_between(steps, mu - sd, mu + sd, color=line.get_color(), alpha=0.15)
+        ax.set_title(f"held-out {metric}, {p} (mean ± seed sd, {res['n_seeds']} seeds)")
         ax.set_xlabel("PPO step")
-        ax.legend()
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        ax = axes[1][col]
+        for arm, d in res["differences"].items():
+            line, = ax.plot(steps, d["mean"], marker="o", label=f"{arm} − {res['baseline']}")
+            ax.fill_between(steps, d["lo"], d["hi"], color=line.get_color(), alpha=0.15)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_title(f"paired difference, {res['level']:.0%} bootstrap interval (seeds × tasks)")
+        ax.set_xlabel("PPO step")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / "dense_vs_sparse.png", dpi=90)
-    print(f"\nwrote {out / 'results.md'} and {out / 'dense_vs_sparse.png'}")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def diagnose_runs(run_dirs: list[Path], n_buckets: int = 5) -> dict:
+    """Credit diagnostics of the runs' saved rollouts pooled (each record tagged with its run)."""
+    from densecode.eval.credit import diagnose
+    from densecode.rewards.explain import read_jsonl
+
+    records = []
+    for d in run_dirs:
+        path = d / "rollouts.jsonl"
+        if not path.is_file():
+            raise DensecodeError(f"{path} is missing: --diagnose needs a run folder trained with "
+                                 "train.rollouts_every > 0")
+        for rec in read_jsonl(path):
+            rec["run"] = d.name
+            records.append(rec)
+    return diagnose(records, n_buckets)
+
+
+def machine() -> str:
+    """e.g. 'Linux x86_64, 2 CPUs, no GPU' (the training runs use a GPU when torch sees one)."""
+    import os
+
+    import torch
+
+    gpu = f"GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {gpu}"
+
+
+def trainer_wall_s(run_dir: Path) -> float | None:
+    """The run's training wall time over all its sessions (the trainer's clock: the last row's elapsed_s)."""
+    last = None
+    path = run_dir / "metrics.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("kind") == "train" and "elapsed_s" in row:
+                last = float(row["elapsed_s"])
+    return last
+
+
+def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, float]) -> dict:
+    from densecode.eval.paired_bootstrap import compare_arms
+
+    results = {"domain": args.domain, "config": str(args.config), "arms": arms, "baseline": baseline,
+               "seeds": args.seeds, "steps": args.steps, "eval_tasks": args.eval_tasks, "machine": machine(),
+               "command": "python benchmarks/dense_vs_sparse.py " + shlex.join(args.argv),
+               "wall_s_this_session": walls,
+               "run_wall_s": {f"{a}-seed{s}": trainer_wall_s(out / f"{a}-seed{s}") for a in arms for s in args.seeds},
+               "passes": {}}
+    for p in PASSES:
+        got = arm_arrays(out, arms, args.seeds, p)
+        if got is None:
+            continue
+        values, steps, metric = got
+        comp = compare_arms(values, steps, baseline=baseline, n_boot=args.n_boot, seed=0)
+        results["passes"][p] = {"metric": metric, "comparison": comp}
+    if not results["passes"]:
+        raise DensecodeError(f"no eval pass is shared by every run in {out}")
+    return results
+
+
+def write_outputs(results: dict, out: Path, stem: str, publish: Path | None, diag: dict | None) -> str:
+    from densecode.eval.credit import diagnosis_markdown
+
+    temps = {"greedy": "T = 0", "sampled": "the training temperature"}
+    title = (f"{results['domain']}: {' vs '.join(results['arms'])}, {results['steps']} steps, seeds {results['seeds']}, "
+             f"{results['eval_tasks']} held-out tasks ({results['config']})")
+    walls = [w for w in results["run_wall_s"].values() if w is not None]
+    wall = (f"; training wall time per run {sum(walls) / len(walls) / 60:.1f} min (mean of {len(walls)}, the "
+            "trainer's clock)") if walls else ""
+    parts = [f"### {title}", "", f"`{results['command']}` on {results['machine']}{wall}", ""]
+    for p, r in results["passes"].items():
+        parts += [pass_markdown(r["comparison"], r["metric"], p, temps[p]), ""]
+    if diag:
+        parts += ["Dense does not beat the baseline here: credit diagnostics per arm (all seeds pooled).", ""]
+        for arm, d in diag.items():
+            parts += [diagnosis_markdown(d, f"{arm}"), ""]
+        results["diagnostics"] = diag
+    md = "\n".join(parts)
+    (out / f"{stem}.md").write_text(md + "\n")
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    plot(results, out / f"{stem}.png", title)
+    if publish is not None:
+        publish.mkdir(parents=True, exist_ok=True)
+        for ext in ("md", "json", "png"):
+            shutil.copy2(out / f"{stem}.{ext}", publish / f"{stem}.{ext}")
+    return md
+
+
+def figures(results: dict) -> list[dict]:
+    """Machine-readable figures (benchmarks/RESULTS.md rows): the final paired difference and steps-to-reach."""
+    from densecode.eval.bench_records import figure
+
+    recs = []
+    base = results["baseline"]
+    for p, r in results["passes"].items():
+        c, metric = r["comparison"], r["metric"]
+        last = c["steps"][-1]
+        for arm, d in c["differences"].items():
+            note = (f"{c['level']:.0%} interval [{d['lo'][-1]:+.3f}, {d['hi'][-1]:+.3f}] (seeds × tasks bootstrap); "
+                    f"{c['n_seeds']} seeds, {c['n_tasks']} tasks; {arm} {c['arms'][arm]['mean'][-1]:.3f}, "
+                    f"{base} {c['arms'][base]['mean'][-1]:.3f}")
+            recs.append(figure(f"{results['domain']} held-out {metric} ({p}), {arm} − {base} at step {last}",
+                               d["mean"][-1], "", note=note))
+            s = c["steps_to_reach"][arm]
+            recs.append(figure(f"{results['domain']}: steps {arm} needs to reach {base}'s final {metric} ({p})",
+                               s["steps"], "steps", baseline=f"{base}'s steps", baseline_value=last,
+                               note=f"interval [{fmt_steps(s['lo'])}, {fmt_steps(s['hi'])}]; None = not reached"))
+    return recs
+
+
+# ------------------------------------------------------------------ main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--domain", default="robotics", help="robotics | codegen | testgen (or any registered domain)")
+    p.add_argument("--config", default=None, help="default: the domain's shipped config (configs/<domain>.yaml)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help=f"default {FULL['seeds']}")
+    p.add_argument("--steps", type=int, default=None, help=f"default {FULL['steps']}")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help=f"held-out evals (greedy and sampled) every N steps; default {FULL['eval_every']}")
+    p.add_argument("--eval-tasks", type=int, default=None, help=f"default {FULL['eval_tasks']}")
+    p.add_argument("--save-every", type=int, default=None,
+                   help=f"checkpoint every N steps (resume points); default {FULL['save_every']}")
+    p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
+    p.add_argument("--model", default=None, help="model for every arm (default: the config's)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra override for every arm")
+    p.add_argument("--ablation", action="store_true", help="credit ablations: one component at a time, spread")
+    p.add_argument("--diagnose", nargs="+", metavar="RUN_DIR", default=None,
+                   help="only the credit diagnostics of these finished run folders (pooled), no training")
+    p.add_argument("--analyse-only", action="store_true", help="train nothing; analyse the runs in --out")
+    p.add_argument("--n-boot", type=int, default=None, help=f"bootstrap replicates; default {FULL['n_boot']}")
+    p.add_argument("--out", default=None, help="runs and results (default runs/dense_vs_sparse/<domain>)")
+    p.add_argument("--publish", default=None,
+                   help="copy results here (default benchmarks/results; none with --quick)")
+    p.add_argument("--quick", action="store_true", help="toy budget end to end: 1 seed x 2 steps, 8 eval tasks")
+    p.add_argument("--json", default=None, help="machine-readable figures (also $DENSECODE_BENCH_JSON)")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    budget = QUICK if args.quick else FULL
+    for key in ("seeds", "steps", "eval_every", "eval_tasks", "n_boot", "save_every"):
+        if getattr(args, key) is None:
+            setattr(args, key, budget[key])
+    args.set = budget["set"] + list(args.set)
+    if args.config is None:
+        args.config = args.domain  # the shipped configs/<domain>.yaml, by name
+    if args.out is None:
+        sub = args.domain + ("-ablation" if args.ablation else "")
+        args.out = str(Path("runs/bench/quick/dense_vs_sparse" if args.quick else "runs/dense_vs_sparse") / sub)
+    if args.publish is None and not args.quick:
+        args.publish = str(ROOT / "benchmarks" / "results")
+    if args.eval_every <= 0 or args.steps <= 0 or args.eval_tasks <= 0:
+        p.error("--steps, --eval-every and --eval-tasks must be > 0")
+    return args
+
+
+def run(args) -> int:
+    if args.diagnose:
+        from densecode.eval.credit import diagnosis_markdown
+
+        dirs = [Path(d) for d in args.diagnose]
+        diag = diagnose_runs(dirs)
+        md = diagnosis_markdown(diag, ", ".join(d.name for d in dirs))
+        print(md)
+        target = dirs[0] if len(dirs) == 1 else Path(args.out)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "diagnosis.md").write_text(md + "\n")
+        (target / "diagnosis.json").write_text(json.dumps(diag, indent=1))
+        print(f"\nwrote {target / 'diagnosis.md'} and diagnosis.json")
+        return 0
+    from densecode.eval.sweep import run_sweep
+
+    cfg = load_cfg(args.config, [f"domain={args.domain}"] + list(args.set))
+    arms = arms_for(cfg, args.ablation)
+    baseline = "dense" if args.ablation else "sparse"
+    order = [a for a in arms if a != baseline] + [baseline] if not args.ablation else list(arms)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    specs = build_specs(args, cfg, arms, out)
+    print(f"{len(specs)} runs: arms {', '.join(arms)} x seeds {args.seeds}, {args.steps} steps each, in {out}",
+          flush=True)
+    t0 = time.perf_counter()
+    walls = {} if args.analyse_only else run_sweep(specs, parallel=args.parallel, progress=not args.no_progress)
+    results = analyse(args, out, order, baseline, walls)
+    results["wall_s_total_this_session"] = time.perf_counter() - t0
+    diag = None
+    final_ok = all(r["comparison"]["differences"].get("dense", {}).get("lo", [0])[-1] > 0
+                   for r in results["passes"].values()) if not args.ablation else True
+    if not final_ok:
+        try:
+            diag = {arm: diagnose_runs([out / f"{arm}-seed{s}" for s in args.seeds]) for arm in ("dense", "sparse")}
+        except DensecodeError as exc:  # e.g. runs from an older trainer: the comparison still stands
+            print(f"credit diagnostics skipped: {exc}", file=sys.stderr)
+    stem = "ablation" if args.ablation else "dense_vs_sparse"
+    stem = f"{stem}-{args.domain}"
+    md = write_outputs(results, out, stem, Path(args.publish) if args.publish else None, diag)
+    print(md)
+    print(f"\nwrote {out / stem}.md, .json, .png" + (f" (copied to {args.publish})" if args.publish else ""))
+    from densecode.eval.bench_records import emit
+
+    emit(figures(results), args.json)
     return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

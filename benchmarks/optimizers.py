@@ -1,47 +1,52 @@
-"""PPO-dense vs GRPO vs MicroCoder-GRPO (± dense signal, before/after issue #22), equal budgets.
+"""PPO-dense vs PPO-sparse vs GRPO vs MicroCoder-GRPO (± dense signal, before/after issue #22), equal budgets, seeds.
 
 Every variant starts from the same model (default: the embedded densecode-tiny),
-trains for the same number of steps on the same RoboSim training tasks with the
+trains for the same number of steps on the same domain's training tasks with the
 same number of sampled responses per step (PPO: R prompts × 1; GRPO: R/G prompts
 × G), the same learning rate, epochs and minibatches, and is evaluated greedily
-on the same held-out tasks every `--eval-every` steps. Each variant is one
-`densecode train` run (a subprocess), so the numbers are what the CLI gives.
+on the same held-out tasks every `--eval-every` steps, once per seed. Each run is one
+`densecode train` run (a subprocess, densecode.eval.sweep), so the numbers are what the CLI gives.
 
 Variants (configs/<domain>.yaml and configs/<domain>-grpo.yaml, --domain robotics by default):
   ppo-dense            PPO + value head on dense per-token rewards
+  ppo-sparse           the same PPO run with the task components summed onto the last token (reward.mode: sparse)
   grpo                 plain GRPO: fixed temperature 1.0, no truncation masking, symmetric
                        clip 0.2, sequence-mean loss, no KL, outcome reward
   microcoder           MicroCoder-GRPO (configs/<domain>-grpo.yaml): outcome reward, conditional
                        truncation masking on cut-proof evidence, paper repetition test, staged
                        diversity-driven temperature, clip-higher, token loss
-  microcoder-previous  the same before issue #22: per-token-mean dense sequence reward, a truncated
-                       response judged incorrect by any verdict (a cut-off program failing its tests
-                       counts), the any-period repetition test
   microcoder-dense     MicroCoder-GRPO + densecode's token-level term (syntax/lint/exception line)
+  microcoder-previous  (not in the default set) MicroCoder-GRPO before issue #22: per-token-mean dense sequence
+                       reward, a truncated response judged incorrect by any verdict, the any-period repetition test
 
-    .venv/bin/python benchmarks/optimizers.py --quick            # small budget (~minutes)
-    .venv/bin/python benchmarks/optimizers.py --steps 150        # full budget
+    python benchmarks/optimizers.py --seeds 0 1 2 --parallel 2                  # full budget: 150 steps, 5 variants
+    python benchmarks/optimizers.py --quick                                      # small budget (~minutes), seed 0
     # truncation masking, before vs after #22, with max_new_tokens lowered so 10-30% of responses are cut:
-    .venv/bin/python benchmarks/optimizers.py --variants microcoder-previous,microcoder --max-new-tokens 80 \\
+    python benchmarks/optimizers.py --variants microcoder-previous,microcoder --max-new-tokens 80 --seeds 0 \\
         --responses-per-step 32 --group-size 8 --steps 30 --eval-every 10 --eval-tasks 100 --out runs/bench/masking
-Writes <out>/optimizers.png (held-out success and executability curves), <out>/optimizers.md (tables:
-held-out success, and for GRPO runs how many responses were truncated and masked, and why, summed over
-all steps) and <out>/optimizers.json; the runs stay in <out>/<variant>/.
+Runs go to <out>/<variant>-seed<N>/; rerunning the same command skips finished runs and continues unfinished
+ones from their latest checkpoint (--force reruns everything). Writes <out>/optimizers.png (held-out success and
+executability, mean ± seed sd), <out>/optimizers.md (tables: held-out success per eval step, mean ± sd over seeds;
+each variant's paired difference to ppo-dense at the last step with a 95% bootstrap interval over seeds and tasks;
+for GRPO runs how many responses were truncated and masked, and why, summed over all steps and seeds) and
+<out>/optimizers.json; copies them to benchmarks/results/ with --publish.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 # name -> (config suffix after the domain, overrides)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
-    "ppo-dense": ("", []),
+    "ppo-dense": ("", ["reward.mode=dense"]),
+    "ppo-sparse": ("", ["reward.mode=sparse"]),
     "grpo": ("-grpo", [
         "algo.grpo.truncation_masking=none", "algo.grpo.clip_eps_high=0.2", "algo.grpo.loss_aggregation=sequence",
         "algo.grpo.temperature_schedule={stages: [1.0], switch_steps: []}",
@@ -58,6 +63,8 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 MASK_KEYS = ("truncated", "truncated_incorrect", "truncated_incorrect_finished_wrong",
              "truncated_incorrect_error_before_cut", "truncated_incorrect_any_verdict", "truncated_repetitive",
              "eligible", "masked")
+
+DEFAULT_VARIANTS = ("ppo-dense", "ppo-sparse", "grpo", "microcoder", "microcoder-dense")
 
 SUCCESS_KEYS = ("eval/success_rate", "eval/success", "eval/pass_rate")
 
@@ -97,23 +104,15 @@ def read_run(run_dir: Path) -> dict:
     return {"curve": curve, "exec": execs, "train": train, "evidence": evidence}
 
 
-def run_variant(name: str, args, out: Path) -> dict:
-    suffix, extra = VARIANTS[name]
-    config = f"{args.domain}{suffix}"
-    run_dir = out / name
-    if run_dir.exists() and (run_dir / "checkpoints" / "latest").is_file() and not args.force:
-        print(f"[{name}] reusing finished run in {run_dir} (--force to rerun)", flush=True)
-        res = read_run(run_dir)
-        res["wall_s"] = float(res["train"][-1].get("elapsed_s", float("nan"))) if res["train"] else float("nan")
-        return res
-    if run_dir.exists():
-        import shutil
+def variant_spec(name: str, seed: int, args, out: Path):
+    """The `densecode train` run of one variant and seed (densecode.eval.sweep.RunSpec)."""
+    from densecode.eval.sweep import RunSpec
 
-        shutil.rmtree(run_dir)
+    suffix, extra = VARIANTS[name]
     grpo = bool(suffix)
     overrides = [
-        f"train.steps={args.steps}", f"train.eval_every={args.eval_every}", f"train.eval_tasks={args.eval_tasks}",
-        "train.save_every=0", f"train.seed={args.seed}", f"train.num_threads={args.threads}",
+        f"train.eval_every={args.eval_every}", f"train.eval_tasks={args.eval_tasks}",
+        f"train.save_every={args.save_every}", f"train.seed={seed}", f"train.num_threads={args.threads}",
     ]
     if args.lr is not None:
         overrides.append(f"train.lr={args.lr}")
@@ -132,25 +131,19 @@ def run_variant(name: str, args, out: Path) -> dict:
             overrides.append(f"algo.grpo.temperature_schedule={{stages: [0.6, 1.2], switch_steps: [{switch}]}}")
     else:
         overrides.append(f"train.batch_size={args.responses_per_step}")
-    cmd = [sys.executable, "-m", "densecode.cli", "train", "--config", config, "--output-dir", str(run_dir),
-           "--no-progress"]
-    if args.model:
-        cmd += ["--model", args.model]
-    for o in overrides + extra + list(args.set or []):
-        cmd += ["--set", o]
-    print(f"[{name}] {' '.join(cmd[2:])}", flush=True)
-    t0 = time.perf_counter()
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"[{name}] densecode train failed with exit code {proc.returncode}")
-    res = read_run(run_dir)
-    # The trainer's own clock (rollouts, updates, evals), as when a finished run is reused.
-    res["wall_s"] = float(res["train"][-1].get("elapsed_s", wall)) if res["train"] else wall
-    print(f"[{name}] done in {wall:.0f}s; held-out success {res['curve']}", flush=True)
-    return res
+    extra_args = ["--model", args.model] if args.model else []
+    return RunSpec(name=f"{name}-seed{seed}", run_dir=out / f"{name}-seed{seed}", config=f"{args.domain}{suffix}",
+                   steps=args.steps, overrides=overrides + list(extra) + list(args.set or []), extra_args=extra_args)
+
+
+def read_variant(name: str, seeds: list[int], out: Path) -> dict:
+    """The variant's runs: per seed the curves (read_run), and the trainer's own clock (rollouts, updates, evals)."""
+    runs = {}
+    for seed in seeds:
+        res = read_run(out / f"{name}-seed{seed}")
+        res["wall_s"] = float(res["train"][-1].get("elapsed_s", float("nan"))) if res["train"] else float("nan")
+        runs[seed] = res
+    return runs
 
 
 def mask_counts(train: list[dict]) -> dict[str, float]:
@@ -183,104 +176,262 @@ def mask_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    import statistics
+
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def seed_curves(runs: dict, key: str) -> tuple[list[int], list[list[float]]]:
+    """(eval steps every seed has, [seed][step] values) of the curve `key` ("curve" or "exec")."""
+    per_seed = [dict(r.get(key) or []) for r in runs.values()]
+    if not per_seed or not all(per_seed):
+        return [], []
+    steps = sorted(set.intersection(*[set(c) for c in per_seed]))
+    return steps, [[c[s] for s in steps] for c in per_seed]
+
+
 def plot(results: dict, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in ((axes[0], "curve", "held-out success rate"),
                            (axes[1], "exec", "held-out executability")):
-        for name, res in results.items():
-            if res.get(key):
-                steps, vals = zip(*res[key])
-                ax.plot(steps, vals, marker="o", label=name)
+        for name, runs in results.items():
+            steps, vals = seed_curves(runs, key)
+            if not steps:
+                continue
+            vals = np.asarray(vals)
+            mu = vals.mean(axis=0)
+            sd = vals.std(axis=0, ddof=1) if len(vals) > 1 else np.zeros_like(mu)
+            line, = ax.plot(steps, mu, marker="o", label=f"{name} (n={len(vals)})")
+            ax.fill_between(steps, mu - sd, mu + sd, color=line.get_color(), alpha=0.15)
         ax.set_xlabel("training step")
-        ax.set_ylabel(label + " (greedy)")
+        ax.set_ylabel(label + " (greedy), mean ± seed sd")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def train_mean(train: list[dict], key: str, last: int = 5) -> str:
+def train_mean(train: list[dict], key: str, last: int = 5) -> float | None:
     vals = [r[key] for r in train[-last:] if isinstance(r.get(key), (int, float))]
-    return f"{sum(vals) / len(vals):.3f}" if vals else "n/a"
+    return sum(vals) / len(vals) if vals else None
+
+
+def fmt_mean_sd(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    mu, sd = mean_sd(values)
+    return f"{mu:.3f} ± {sd:.3f}"
 
 
 def table(results: dict) -> str:
-    header = ("| variant | held-out success: step 0 → final (best) | executability: step 0 → final "
-              "| train sim score: first 5 → last 5 steps | train wall time (s) |")
-    lines = [header, "|---|---|---|---|---|"]
-    for name, res in results.items():
-        curve, execs = res["curve"], res.get("exec", [])
-        succ = (f"{curve[0][1]:.3f} → {curve[-1][1]:.3f} ({max(s for _, s in curve):.3f})" if curve else "n/a")
-        ex = f"{execs[0][1]:.3f} → {execs[-1][1]:.3f}" if execs else "n/a"
-        train = res.get("train", [])
-        sim = f"{train_mean(train[:5], 'reward/sim/sim_score')} → {train_mean(train, 'reward/sim/sim_score')}"
-        lines.append(f"| {name} | {succ} | {ex} | {sim} | {res['wall_s']:.0f} |")
+    """Per variant (mean ± seed sd): held-out success at the first and last eval step and its best, executability,
+    the training sim score (first 5 → last 5 steps) and the trainer's wall time per run."""
+    header = ("| variant | seeds | held-out success: step 0 → final | best step's success | executability: step 0 → "
+              "final | train sim score: first 5 → last 5 steps | train wall time per run (s) |")
+    lines = [header, "|---|---|---|---|---|---|---|"]
+    for name, runs in results.items():
+        steps, succ = seed_curves(runs, "curve")
+        esteps, execs = seed_curves(runs, "exec")
+        trains = [r.get("train", []) for r in runs.values()]
+        s = (f"{fmt_mean_sd([c[0] for c in succ])} → {fmt_mean_sd([c[-1] for c in succ])}" if steps else "n/a")
+        best = fmt_mean_sd([max(c) for c in succ]) if steps else "n/a"
+        e = (f"{fmt_mean_sd([c[0] for c in execs])} → {fmt_mean_sd([c[-1] for c in execs])}" if esteps else "n/a")
+        sim = (f"{fmt_mean_sd([train_mean(t[:5], 'reward/sim/sim_score') for t in trains])} → "
+               f"{fmt_mean_sd([train_mean(t, 'reward/sim/sim_score') for t in trains])}")
+        walls = [r["wall_s"] for r in runs.values()]
+        wall = f"{mean_sd(walls)[0]:.0f} ± {mean_sd(walls)[1]:.0f}"
+        lines.append(f"| {name} | {len(runs)} | {s} | {best} | {e} | {sim} | {wall} |")
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def curve_table(results: dict) -> str:
+    """Held-out success per eval step, mean ± seed sd, one column per variant."""
+    curves = {n: seed_curves(runs, "curve") for n, runs in results.items()}
+    curves = {n: c for n, c in curves.items() if c[0]}
+    if not curves:
+        return "(no held-out evals: --eval-every 0)"
+    steps = sorted(set.intersection(*[set(c[0]) for c in curves.values()]))
+    lines = ["| step | " + " | ".join(curves) + " |", "|---" * (1 + len(curves)) + "|"]
+    for st in steps:
+        cells = []
+        for st_list, vals in curves.values():
+            i = st_list.index(st)
+            cells.append(fmt_mean_sd([v[i] for v in vals]))
+        lines.append(f"| {st} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def paired_table(out: Path, names: list[str], seeds: list[int], baseline: str, n_boot: int) -> tuple[str, dict]:
+    """Each variant's paired difference to `baseline` at the last shared eval step, 95% bootstrap interval over
+    seeds and tasks (the runs' eval_tasks.jsonl, greedy pass), and the steps it needs to reach the baseline's
+    final score. ("", {}) when the runs carry no per-task outcomes or there is nothing to compare."""
+    import numpy as np
+
+    from densecode.eval.paired_bootstrap import compare_arms
+
+    rows = {}
+    for name in names:
+        for seed in seeds:
+            path = out / f"{name}-seed{seed}" / "eval_tasks.jsonl"
+            if not path.is_file():
+                return "", {}
+            by_step = {}
+            for line in path.read_text().splitlines():
+                r = json.loads(line)
+                if r["pass"] in ("greedy", "eval"):
+                    by_step[int(r["step"])] = r
+            rows[(name, seed)] = by_step
+    steps = sorted(set.intersection(*[set(r) for r in rows.values()])) if rows else []
+    if baseline not in names or len(names) < 2 or not steps:
+        return "", {}
+    ids = {tuple(rows[k][steps[0]]["task_ids"]) for k in rows}
+    if len(ids) != 1:
+        return "(runs saw different held-out tasks: no paired comparison)", {}
+    values = {n: np.array([[rows[(n, s)][st]["values"] for st in steps] for s in seeds], dtype=float) for n in names}
+    comp = compare_arms(values, steps, baseline=baseline, n_boot=n_boot)
+    metric = rows[(names[0], seeds[0])][steps[0]]["metric"]
+    last = steps[-1]
+    lines = [f"Paired difference to {baseline} at step {last} (held-out {metric}, greedy; {comp['n_seeds']} seeds × "
+             f"{comp['n_tasks']} tasks, 95% bootstrap interval resampling seeds and tasks), and the steps each "
+             f"variant needs to reach {baseline}'s final {metric}:", "",
+             f"| variant | {metric} at step {last} | − {baseline} [95% interval] | steps to reach {baseline}'s final "
+             "[95% interval] |", "|---|---|---|---|"]
+    for n in names:
+        if n == baseline:
+            continue
+        d, r = comp["differences"][n], comp["steps_to_reach"][n]
+        fmt = (lambda x: "not reached" if x is None else f"{x:.0f}")
+        lines.append(f"| {n} | {comp['arms'][n]['mean'][-1]:.3f} | {d['mean'][-1]:+.3f} [{d['lo'][-1]:+.3f}, "
+                     f"{d['hi'][-1]:+.3f}] | {fmt(r['steps'])} [{fmt(r['lo'])}, {fmt(r['hi'])}] |")
+    return "\n".join(lines), comp
+
+
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--domain", default="robotics", help="configs/<domain>.yaml and <domain>-grpo.yaml (robotics, code)")
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help="override generation.max_new_tokens (lower it so truncation happens)")
-    p.add_argument("--quick", action="store_true", help="small budget: 20 steps, eval every 5 on 100 held-out tasks")
-    p.add_argument("--steps", type=int, default=150)
-    p.add_argument("--eval-every", type=int, default=25)
-    p.add_argument("--eval-tasks", type=int, default=200)
+    p.add_argument("--quick", action="store_true",
+                   help="small budget: 20 steps, eval every 5 on 100 held-out tasks, seed 0")
+    p.add_argument("--steps", type=int, default=None, help="default 150 (--quick: 20)")
+    p.add_argument("--eval-every", type=int, default=None, help="default 25 (--quick: 5); 0 = no held-out evals")
+    p.add_argument("--eval-tasks", type=int, default=None, help="default 200 (--quick: 100)")
+    p.add_argument("--save-every", type=int, default=25, help="checkpoint every N steps (resume points)")
     p.add_argument("--responses-per-step", type=int, default=16, help="PPO prompts per step = GRPO groups x G")
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=None, help="override train.lr for every variant")
     p.add_argument("--model", default=None, help="model for every variant (default: the configs' densecode-tiny)")
-    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help="comma-separated subset of " + ", ".join(VARIANTS))
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0 1 2 (--quick: 0)")
+    p.add_argument("--seed", type=int, default=None, help="one seed (the same as --seeds N)")
+    p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra override for every run")
     p.add_argument("--out", default="runs/bench/optimizers")
     p.add_argument("--force", action="store_true", help="rerun variants that already finished in --out")
+    p.add_argument("--analyse-only", action="store_true", help="train nothing; tabulate the runs in --out")
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates of the paired comparison")
+    p.add_argument("--publish", default=None, metavar="DIR", help="copy the tables, curves and JSON here")
+    p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    if args.quick:
-        args.steps, args.eval_every, args.eval_tasks = 20, 5, 100
+    quick = {"steps": 20, "eval_every": 5, "eval_tasks": 100, "seeds": [0]}
+    full = {"steps": 150, "eval_every": 25, "eval_tasks": 200, "seeds": [0, 1, 2]}
+    if args.seed is not None:
+        args.seeds = [args.seed]
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if args.responses_per_step % args.group_size:
         p.error(f"--responses-per-step {args.responses_per_step} must be a multiple of --group-size {args.group_size}")
-    names = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in names if v not in VARIANTS]
+    args.names = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in args.names if v not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from densecode.errors import DensecodeError
+    from densecode.eval.sweep import run_sweep
+
+    names = args.names
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {name: run_variant(name, args, out) for name in names}
+    specs = [variant_spec(n, s, args, out) for s in args.seeds for n in names]
+    if args.force and not args.analyse_only:
+        import shutil
+
+        for spec in specs:
+            shutil.rmtree(spec.run_dir, ignore_errors=True)
+            spec.log_path.unlink(missing_ok=True)
+    try:
+        if not args.analyse_only:
+            run_sweep(specs, parallel=args.parallel, progress=not args.no_progress)
+        results = {n: read_variant(n, args.seeds, out) for n in names}
+        base_name = "ppo-dense" if "ppo-dense" in names else names[0]
+        paired_md, comp = paired_table(out, names, args.seeds, base_name, args.n_boot)
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     title = (f"{args.domain} held-out success, {args.steps} steps x {args.responses_per_step} responses "
              f"(GRPO G={args.group_size}" + (f", max_new_tokens {args.max_new_tokens}" if args.max_new_tokens else "")
-             + ")")
+             + f"), seeds {args.seeds}")
     plot(results, out / "optimizers.png", title)
-    md = table(results) + "\n\nTruncation masking, summed over all steps:\n\n" + mask_table(results)
-    (out / "optimizers.md").write_text(f"{title}\n\n{md}\n")
+    summed = {n: [rec for r in runs.values() for rec in r.get("train", [])] for n, runs in results.items()}
+    evidence = {n: next(iter(runs.values())).get("evidence") for n, runs in results.items()}
+    md = (table(results) + "\n\nHeld-out success per eval step (greedy, mean ± seed sd):\n\n" + curve_table(results)
+          + ("\n\n" + paired_md if paired_md else "")
+          + "\n\nTruncation masking, summed over all steps and seeds:\n\n"
+          + mask_table({n: {"train": summed[n], "evidence": evidence[n]} for n in names}))
+    (out / "optimizers.md").write_text(f"{title}\n\n`python benchmarks/optimizers.py {' '.join(sys.argv[1:])}`\n\n"
+                                       f"{md}\n")
     (out / "optimizers.json").write_text(json.dumps(
-        {"args": vars(args), "results": {n: {"success": r["curve"], "executability": r.get("exec", []),
-                                             "wall_s": r["wall_s"], "masking": mask_counts(r.get("train", []))}
-                                         for n, r in results.items()}},
-        indent=2))
+        {"args": {k: v for k, v in vars(args).items()},
+         "results": {n: {str(seed): {"success": r["curve"], "executability": r.get("exec", []), "wall_s": r["wall_s"],
+                                     "masking": mask_counts(r.get("train", []))} for seed, r in runs.items()}
+                     for n, runs in results.items()},
+         "paired": comp}, indent=2, default=str))
     print(f"\n{title}\n\n{md}\n\nwrote {out / 'optimizers.png'}, {out / 'optimizers.md'}")
+    if args.publish:
+        import shutil
+
+        pub = Path(args.publish)
+        pub.mkdir(parents=True, exist_ok=True)
+        for name in ("optimizers.png", "optimizers.md", "optimizers.json"):
+            shutil.copy2(out / name, pub / f"{args.domain}-{name}")
     from densecode.eval.bench_records import emit, figure
 
-    base_name = "ppo-dense" if "ppo-dense" in results else names[0]
-    base_curve = results[base_name]["curve"]
     records = []
-    for name, res in results.items():
-        if not res["curve"]:
+    base = results[base_name]
+    _, base_vals = seed_curves(base, "curve")
+    for name, runs in results.items():
+        steps, vals = seed_curves(runs, "curve")
+        if not steps:
             continue
-        (s0, v0), (s1, v1) = res["curve"][0], res["curve"][-1]
-        records.append(figure(f"held-out success at step {s1}, {name} ({args.eval_tasks} tasks)", v1, "",
-                              baseline=f"{base_name} at step {base_curve[-1][0]}" if base_curve else None,
-                              baseline_value=base_curve[-1][1] if base_curve else None,
-                              note=f"step {s0}: {v0:.3f}; {title}"))
+        mu0, mu1 = mean_sd([v[0] for v in vals])[0], mean_sd([v[-1] for v in vals])[0]
+        note = f"step {steps[0]}: {mu0:.3f}; sd over {len(vals)} seeds {mean_sd([v[-1] for v in vals])[1]:.3f}"
+        if comp and name in comp.get("differences", {}):
+            d = comp["differences"][name]
+            note += f"; − {base_name} {d['mean'][-1]:+.3f} [{d['lo'][-1]:+.3f}, {d['hi'][-1]:+.3f}]"
+        records.append(figure(f"held-out success at step {steps[-1]}, {name} ({args.eval_tasks} tasks, "
+                              f"{len(vals)} seeds)", mu1, "",
+                              baseline=base_name if base_vals else None,
+                              baseline_value=mean_sd([v[-1] for v in base_vals])[0] if base_vals else None,
+                              note=note + f"; {title}"))
     emit(records)
     return 0
 

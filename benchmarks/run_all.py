@@ -94,17 +94,25 @@ BENCHES = [
     Bench("grpo_vs_trl", "densecode GRPO step vs TRL GRPOTrainer",
           quick_args=["--steps", "3", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "32",
                       "--repeats", "1"], quick_timeout_s=80),
+    # The default robotics recipe (64 prompts; ~12 s of CPU per step on 2 cores): one step in --quick.
+    Bench("score_phase", "PPO score phase (critic + reference) on the default robotics run: share of the step",
+          quick_args=["--steps", "1"], quick_timeout_s=90),
     # The two training comparisons get what the others leave (they take ~2 minutes together):
     # a few steps at half batch, only enough to show the pipeline runs; their full budgets are
     # the scripts' defaults.
+    # Full budgets (issue #17): hours on 2 cores; both resume where a timed-out run stopped when rerun.
     Bench("dense_vs_sparse", "dense per-token rewards vs the same rewards on the last token",
-          quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
+          quick_args=["--quick", "--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
                       "--set", "train.batch_size=8", "--out", "runs/bench/quick/dense_vs_sparse"],
-          quick_timeout_s=230),
-    Bench("optimizers", "PPO-dense vs GRPO vs MicroCoder-GRPO, equal budgets",
-          quick_args=["--steps", "4", "--eval-every", "2", "--eval-tasks", "20", "--responses-per-step", "8",
-                      "--group-size", "4", "--variants", "ppo-dense,microcoder",
-                      "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230),
+          full_args=["--domain", "robotics", "--seeds", "0", "1", "2", "3", "4", "--steps", "80", "--eval-tasks",
+                     "500", "--parallel", "2"],
+          quick_timeout_s=230, full_timeout_s=12 * 3600),
+    Bench("optimizers", "PPO-dense/sparse vs GRPO vs MicroCoder-GRPO (± dense term), equal budgets",
+          quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
+                      "--responses-per-step", "8", "--group-size", "4", "--variants", "ppo-dense,microcoder",
+                      "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230,
+          full_args=["--seeds", "0", "1", "2", "--parallel", "2", "--publish", "benchmarks/results"],
+          full_timeout_s=12 * 3600),
     # issue #14's code tasks (last: in --quick they get what the others leave)
     Bench("testgen_throughput", "testgen: responses judged per second (coverage + mutants) vs one python each",
           quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),
@@ -114,11 +122,18 @@ BENCHES = [
           quick_args=["--tasks", "50", "--naive-limit", "20"], quick_timeout_s=40),
     Bench("codeio_throughput", "codeio: answers judged per second (values run in the sandbox) vs one python each",
           quick_args=["--tasks", "100", "--naive-limit", "20"], quick_timeout_s=40),
+    Bench("fork_cost", "sandbox: CPU of one trivial program vs a bare fork + exit of a worker-sized interpreter",
+          quick_args=["--n", "100"], quick_timeout_s=40),
     # issue #20's long-run checks at a small size (their full sizes are the scripts' defaults)
     Bench("sandbox_soak", "sandbox pool: fds, threads, processes after N programs vs after the first 1,000",
           quick_args=["--programs", "2000"], quick_timeout_s=120),
     Bench("train_soak", "training: resident memory at the end vs after warm-up",
           quick_args=["--steps", "40", "--warmup", "10"], quick_timeout_s=200),
+    # issue #16: in --quick only the pipeline (2 tasks, 2 steps, 1 seed; its scores are no result); the full
+    # benchmark (5 tasks, 3 seeds, every arm) takes hours.
+    Bench("multitask", "multi-task: ASTOR vs joint and vs the best specialists, held-out average score",
+          quick_args=["--quick", "--in-process", "--workdir", "runs/bench/quick/multitask"], quick_timeout_s=300,
+          full_args=["--seeds", "0", "1", "2", "--parallel", "2"], full_timeout_s=48 * 3600),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 

@@ -22,7 +22,7 @@ from densecode.domains.testgen import judge as judge_mod
 from densecode.domains.testgen.asserts import parse_asserts
 from densecode.domains.testgen.generator import generate_tasks
 from densecode.domains.testgen.judge import JudgeOptions, _result_line, build_program, judge
-from densecode.eval.bench_records import emit, figure
+from densecode.eval.bench_records import CpuMeter, emit, figure
 from densecode.sandbox import SandboxPool
 
 
@@ -40,11 +40,14 @@ def main(argv=None) -> int:
                  for i, t in enumerate(tasks)]
     opts = JudgeOptions()
     with SandboxPool(max_workers=args.workers or None) as pool:
-        judge(tasks[:2], responses[:2], pool, opts)  # start the workers
+        judge(tasks[:2], responses[:2], pool, opts)  # start the workers (with the harness preloaded)
         judge_mod._STATUS_CACHE.clear()  # cold: every task's mutants are found anew
+        judge_mod._mutant_sources.cache_clear()  # ... and made anew
+        meter = CpuMeter(pool)
         start = time.perf_counter()
         reports = judge(tasks, responses, pool, opts)
         pool_s = time.perf_counter() - start
+        meter.stop()
         workers = pool.max_workers
         judge_mod._STATUS_CACHE.clear()
         group_tasks = [t for t in tasks[: max(1, len(tasks) // 4)] for _ in range(4)]
@@ -66,6 +69,7 @@ def main(argv=None) -> int:
 
     n_naive = min(args.naive_limit, len(tasks))
     agree = 0
+    naive_meter = CpuMeter()
     start = time.perf_counter()
     for t, resp, rep in tqdm(list(zip(tasks, responses, reports))[:n_naive], desc="naive", unit="prog"):
         asserts = [p.source for p in parse_asserts(resp, t["reference"]) if p.valid]
@@ -76,14 +80,27 @@ def main(argv=None) -> int:
         holds = [a["holds"] for a in (data or {}).get("asserts", [])]
         agree += holds == [a.status == "holds" for a in rep.asserts if a.status in ("holds", "fails")]
     naive_s = time.perf_counter() - start
+    naive_meter.stop()
     naive_rate = n_naive / naive_s
     print(f"naive: {n_naive} responses in {naive_s:.2f} s = {naive_rate:.1f} responses/s; "
           f"same verdicts as the pool: {agree}/{n_naive}")
     print(f"ratio: {pool_rate / naive_rate:.2f}x")
+    cpu, naive_cpu = meter.ms_per(len(tasks)), naive_meter.ms_per(n_naive)
+    capacity = meter.capacity(len(tasks), cores=2)
+    print(f"cpu: pool {cpu['total']:.2f} ms/response (parent {cpu['parent']:.2f}, workers {cpu['workers']:.2f}, "
+          f"programs {cpu['programs']:.2f}) = {capacity:.0f} responses/s on 2 idle cores; naive "
+          f"{naive_cpu['total']:.2f} ms/response; {meter.load_text()}")
     base = f"one fresh python per program, sequential, no isolation (first {n_naive})"
     emit([figure(f"responses/s, testgen canonical asserts (+1 failing on half), {len(tasks)} tasks, sandbox pool",
                  pool_rate, "responses/s", baseline=base, baseline_value=naive_rate,
-                 note=f"verdicts as expected {ok}/{len(tasks)}; naive agrees {agree}/{n_naive}; {workers} workers"),
+                 note=f"verdicts as expected {ok}/{len(tasks)}; naive agrees {agree}/{n_naive}; {workers} workers; "
+                      f"{meter.load_text()}"),
+          figure("CPU ms per testgen response, all processes (judge, workers, programs), nothing cached",
+                 cpu["total"], "ms/response", baseline="one fresh python per program (CPU of parent + pythons)",
+                 baseline_value=naive_cpu["total"],
+                 ratio=naive_cpu["total"] / cpu["total"] if cpu["total"] else None,
+                 note=f"ratio = naive CPU / pool CPU; parent {cpu['parent']:.2f}, workers {cpu['workers']:.2f}, "
+                      f"programs {cpu['programs']:.2f} ms; allows {capacity:.0f} responses/s on 2 idle cores"),
           figure(f"responses/s, testgen groups of 4 responses per task, {len(group_tasks)} responses, sandbox pool",
                  group_rate, "responses/s", baseline=base, baseline_value=naive_rate,
                  note=f"live mutants found once per task; judged {group_ok}/{len(group_tasks)}")],

@@ -78,7 +78,8 @@ class RewardConfig:
     weights: dict[str, float] = field(default_factory=dict)
     # Per-component options, e.g. {"tests": {"fail_penalty": -0.3}, "syntax": {"source": "python"}}.
     components: dict[str, dict] = field(default_factory=dict)
-    # In sparse mode these components stay per token (PPO keeps the KL penalty dense either way).
+    # In sparse mode these components stay per token (PPO keeps the KL penalty dense either way) and every other
+    # one moves to the last token: listing all components but one moves only that one (per-component placement).
     sparse_keep_dense: list[str] = field(default_factory=lambda: ["kl"])
 
 

@@ -319,3 +319,117 @@ def test_bad_multitask_settings_name_the_key_and_the_fix():
         build_domain(cfg("tasks.tasks=[]"))
     with pytest.raises(DensecodeError, match=r"tasks.astor.floor=0.9"):
         build_domain(_cfg("tasks.astor.floor=0.9"))
+
+
+# --------------------------------------------------------------------------- ablation switches, per-sample KL in GRPO
+
+
+def test_shared_beta_gives_every_task_one_beta():
+    s = TaskScheduler(["a", "b"], "astor", AstorOptions(kl_lambda=0.5, shared_beta=True))
+    s.potential = {"a": 1.0, "b": 0.0}  # U_a = 1, U_b = 0: mean U = 0.5
+    base = {"a": 0.1, "b": 0.3}  # mean base 0.2
+    assert s.betas(base) == pytest.approx({"a": 0.2 * 1.25, "b": 0.2 * 1.25})
+    s.opts.adaptive_kl = False
+    assert s.betas(base) == pytest.approx({"a": 0.2, "b": 0.2})
+    s.opts.shared_beta = False
+    assert s.betas(base) == pytest.approx(base)
+
+
+def test_grpo_loss_weights_each_samples_kl_by_its_own_coefficient():
+    import torch
+
+    from densecode.rl.grpo import aggregate, grpo_policy_loss, k3_kl
+
+    g = torch.Generator().manual_seed(0)
+    logp = (-torch.rand(4, 5, generator=g) - 0.5).requires_grad_(True)
+    ref = -torch.rand(4, 5, generator=g) - 0.5
+    mask = torch.ones(4, 5)
+    mask[1, 3:] = 0
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    coefs = torch.tensor([0.0, 0.0, 3.0, 3.0])  # rows 0-1: a task with beta 0; rows 2-3: beta 3
+    for how in ("token", "sequence"):
+        loss, st = grpo_policy_loss(logp, logp.detach(), adv, mask, aggregation=how, ref_logprobs=ref, kl_coef=coefs)
+        pg_only, _ = grpo_policy_loss(logp, logp.detach(), adv, mask, aggregation=how)
+        k3 = k3_kl(logp.detach(), ref)
+        kl_part = aggregate(coefs[:, None] * k3, mask, how)
+        assert float(kl_part) > 0
+        assert float(loss.detach()) == pytest.approx(float(pg_only.detach()) + float(kl_part), abs=1e-6)
+        assert st["kl_loss"] == pytest.approx(float(kl_part), rel=1e-5) and st["kl_coef_mean"] == pytest.approx(1.5)
+        # The KL gradient: none on the beta-0 rows; beta * (1 - e^x) / count on the others (token aggregation).
+        (grad_kl,) = torch.autograd.grad(loss - pg_only, logp)
+        assert torch.equal(grad_kl[:2], torch.zeros(2, 5))
+        if how == "token":
+            expected = 3.0 * (1.0 - torch.exp(ref[2:] - logp.detach()[2:])) / mask.sum()
+            assert torch.allclose(grad_kl[2:], expected, atol=1e-6)
+    # A constant tensor is the scalar coefficient.
+    a, _ = grpo_policy_loss(logp, logp.detach(), adv, mask, ref_logprobs=ref, kl_coef=torch.full((4,), 0.7))
+    b, _ = grpo_policy_loss(logp, logp.detach(), adv, mask, ref_logprobs=ref, kl_coef=0.7)
+    assert float(a.detach()) == pytest.approx(float(b.detach()), rel=1e-6)
+    with pytest.raises(ValueError, match="3 values for 4 responses"):
+        grpo_policy_loss(logp, logp.detach(), adv, mask, ref_logprobs=ref, kl_coef=torch.ones(3))
+
+
+def test_a_two_task_grpo_step_applies_each_tasks_beta_to_its_own_samples(tiny_model_dir, tmp_path):
+    """toy-a's beta is 0, toy-b's 2: every micro-batch's KL loss is 2 * k3 on toy-b's rows only."""
+    import torch
+
+    from densecode.cli.train import build_trainer
+    from densecode.rl.grpo import aggregate, k3_kl
+
+    cfg = _cfg("algo.name=grpo", "reward.weights.kl=0", "algo.grpo.group_size=2", "algo.grpo.repetition_window=3",
+               "algo.grpo.beta=0.5", "tasks.kl_beta={toy-a: 0.0, toy-b: 2.0}", "tasks.schedule=joint",
+               "algo.num_minibatches=2", "train.batch_size=4", "generation.max_new_tokens=6",
+               f"model.name_or_path={tiny_model_dir}", f"train.output_dir={tmp_path / 'run'}")
+    trainer = build_trainer(cfg, tmp_path / "run", progress=False)
+    assert trainer.reference is not None  # loaded because a task's beta is > 0 (the reward has no KL)
+    with torch.no_grad():  # move the policy off the reference so k3 > 0 from the first minibatch on
+        for p in trainer.unwrapped.policy.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    seen = []
+    loss_fn = trainer.algo.loss
+
+    def spy(mb, out):
+        loss, st = loss_fn(mb, out)
+        seen.append((mb, out.logprobs.detach(), st))
+        return loss, st
+
+    trainer.algo.loss = spy
+    trainer.train_step(0)
+    batch = trainer._last_batch
+    want = [0.0 if t["_domain"] == "toy-a" else 2.0 for t in batch.tasks]
+    assert {t["_domain"] for t in batch.tasks} == {"toy-a", "toy-b"}
+    assert batch.kl_coefs.tolist() == want  # per sample, by its task (not algo.grpo.beta = 0.5)
+    assert len(seen) == 2
+    for mb, logp, st in seen:
+        coefs = torch.tensor([0.0 if t["_domain"] == "toy-a" else 2.0 for t in mb.tasks])
+        assert mb.kl_coefs.tolist() == coefs.tolist()
+        k3 = k3_kl(logp, mb.ref_logprobs)
+        expected = aggregate(coefs[:, None] * k3, mb.response_mask, "token")
+        assert float(st["grpo/kl_loss"]) == pytest.approx(float(expected), rel=1e-5)
+        b_rows = coefs > 0
+        if b_rows.any():
+            assert float(expected) > 0
+        # The same k3 weighted by the run's single algo.grpo.beta would be another number.
+        assert float(st["grpo/kl_loss"]) != pytest.approx(float(aggregate(0.5 * k3, mb.response_mask, "token")))
+
+
+def test_the_trainer_checks_a_task_sources_per_sample_kl_weights():
+    from types import SimpleNamespace
+
+    import torch
+
+    from densecode.rl.trainer import Trainer
+
+    def coefs(values, with_ref=True):
+        owner = SimpleNamespace(_kl_loss_hook=lambda tasks, base: values, algo=SimpleNamespace(kl_coef=0.1))
+        batch = SimpleNamespace(size=2, tasks=[{}, {}], response_mask=torch.ones(2, 3),
+                                ref_logprobs=torch.zeros(2, 3) if with_ref else None)
+        return Trainer._sample_kl_coefs(owner, batch)
+
+    assert coefs([0.0, 0.5]).tolist() == [0.0, 0.5]
+    assert coefs(None) is None
+    for bad in ([0.1], [0.1, -1.0], [0.1, float("nan")]):
+        with pytest.raises(DensecodeError, match="one finite weight >= 0 per sample"):
+            coefs(bad)
+    with pytest.raises(DensecodeError, match="no reference model"):
+        coefs([0.0, 0.5], with_ref=False)

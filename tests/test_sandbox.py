@@ -16,7 +16,7 @@ from densecode.sandbox import (
     StdioJob,
     get_default_pool,
 )
-from densecode.sandbox.asserts import split_test
+from densecode.sandbox.asserts import bound_names, split_test
 from densecode.sandbox.compare import COMPARATORS, compare_stdout, outputs_match
 from densecode.sandbox.plain import Opaque, decode, encode
 
@@ -68,6 +68,17 @@ def test_assert_split_keeps_expected_out_of_the_child():
     assert t.probes == ["f(1).lower()"]
     t = split_test("assert sum(f(1)) == 3", shadowed=frozenset({"sum"}))
     assert t.probes == ["sum(f(1))"]
+
+
+def test_bound_names_are_the_programs_module_level_names():
+    code = ("def f(sum):\n    sorted = [1]\n    global max\n    max = len\n    return sum\n"
+            "len = 3\nsquares = [min * min for min in range(2)]\nimport math, numpy as np, re as math2\n")
+    assert bound_names(code) == {"f", "max", "len", "squares", "math2"}  # locals and comprehension names are not
+    # responses binding the same names share one split of a test
+    shadowed = bound_names("def f(x):\n    y = x\n    return y\n")
+    assert split_test("assert sorted(f([2, 1])) == [1, 2]", shadowed) is split_test("assert sorted(f([2, 1])) == [1, 2]",
+                                                                                     bound_names("def f(x):\n    return x\n"))
+    assert split_test("assert sorted(f([2, 1])) == [1, 2]", shadowed).probes == ["f([2, 1])"]
 
 
 def test_program_names_shadow_builtins_in_tests(pool):
@@ -392,6 +403,11 @@ def test_forked_copy_neither_uses_nor_kills_the_workers(pool):
                 pool.run([AssertJob("x = 1", ["assert x == 1"])])
             except Exception as exc:  # noqa: BLE001
                 code = 0 if "another process" in str(exc) else 2
+            try:
+                pool.require_preload("forked_copy_preload=/nonexistent/harness.py")  # would restart the workers
+                code = code or 3
+            except Exception as exc:  # noqa: BLE001
+                code = code or (0 if "another process" in str(exc) else 4)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -415,3 +431,16 @@ def test_pool_made_in_a_short_lived_thread_survives_it():
         assert p.stats["workers_replaced"] == 0
     finally:
         p.close()
+
+
+def test_cpu_times_count_the_programs_cpu(pool):
+    """SandboxPool.cpu_times (the benchmarks' CPU accounting) sees the CPU its programs burned."""
+    from densecode.eval.bench_records import CpuMeter
+
+    burn = "import time\nend = time.process_time() + 0.1\nwhile time.process_time() < end:\n    pass\nx = 1\n"
+    meter = CpuMeter(pool)
+    results = pool.run([AssertJob(burn, ["assert x == 1"]) for _ in range(4)])
+    used = meter.stop()
+    assert [r.outcome for r in results] == ["passed"] * 4
+    assert used["programs"] >= 0.3  # 4 x 0.1 s of CPU, less a tick of accounting per program
+    assert used["total"] >= used["programs"] and meter.capacity(4, cores=2) <= 2 * 4 / 0.3

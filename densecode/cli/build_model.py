@@ -10,33 +10,45 @@ import tempfile
 from pathlib import Path
 
 from densecode.embedded import ASSET_DIR
-from densecode.embedded.build import (
-    TOY,
-    BuildRecipe,
-    _prepare_out,
-    build,
-    build_from_stage1,
-)
+from densecode.embedded.build import TOY, BuildRecipe, _prepare_out, build
 from densecode.errors import DensecodeError
+
+# Where a checkout finds MBPP's file by default: ../shared/data beside the repository (or the working directory).
+MBPP_DEFAULTS = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mbpp" / "mbpp.jsonl",
+                 Path("../shared/data/mbpp/mbpp.jsonl"))
+# Larger shapes of the same recipe, for a GPU (`--device cuda`); the shipped asset is `tiny`.
+SIZES = {"tiny": {}, "small": {"n_layer": 8, "n_embd": 384, "n_head": 8, "n_inner": 1536},
+         "base": {"n_layer": 12, "n_embd": 512, "n_head": 8, "n_inner": 2048}}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=str(ASSET_DIR),
                         help=f"output directory (default: the packaged asset, {ASSET_DIR})")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps = schedule length (default: the shipped recipe, 600)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="optimiser steps = schedule length (default: the shipped recipe, 700)")
     parser.add_argument("--toy", action="store_true",
                         help="tiny model, few steps (about a minute): for tests, produces a loadable model")
+    parser.add_argument("--size", choices=sorted(SIZES), default="tiny",
+                        help="model shape (default tiny = the shipped asset; small/base are for --device cuda)")
+    parser.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda); default cpu")
+    parser.add_argument("--mbpp", default=None, metavar="PATH",
+                        help="MBPP's mbpp.jsonl (its train split, ids 601-974, is in the corpus; default: "
+                             "../shared/data/mbpp/mbpp.jsonl beside the repository)")
+    parser.add_argument("--no-mbpp", action="store_true", help="leave MBPP out (a model that differs from the shipped one)")
     parser.add_argument("--seed", type=int, default=0, help="seed for corpus order, init and sampling")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: OMP_NUM_THREADS or all cores)")
-    parser.add_argument("--robotics-steps", type=int, default=None,
-                        help="stage-2 robotics fine-tuning schedule length (default: the shipped recipe; 0 = stage 1 only)")
-    parser.add_argument("--robotics-stop-at", type=int, default=None, metavar="N",
-                        help="ship stage 2 at step N of its schedule (default: the shipped recipe, 150 of 300)")
-    parser.add_argument("--stage1", default=None, metavar="DIR",
-                        help="run stage 2 only, from this stage-1 build of the same recipe (a --robotics-steps 0 build)")
+                        help="torch CPU threads (default: OMP_NUM_THREADS or all cores; 1 = bit-for-bit reproducible)")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out that is not a previous build")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _mbpp_path(args: argparse.Namespace) -> Path | None:
+    if args.mbpp:
+        path = Path(args.mbpp).expanduser()
+        if not path.is_file():
+            raise DensecodeError(f"--mbpp {args.mbpp}: no such file (pass MBPP's mbpp.jsonl, or --no-mbpp)")
+        return path.resolve()
+    return next((p.resolve() for p in MBPP_DEFAULTS if p.is_file()), None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,39 +58,34 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise DensecodeError(f"--threads must be >= 1 (got {args.threads})")
         torch.set_num_threads(args.threads)
-    recipe = BuildRecipe(**TOY) if args.toy else BuildRecipe()
+    if args.device != "cpu":
+        try:
+            torch.zeros(1, device=args.device)
+        except (RuntimeError, AssertionError) as exc:
+            raise DensecodeError(f"--device {args.device}: not usable here ({exc}); use --device cpu") from None
+    recipe = BuildRecipe(**TOY) if args.toy else BuildRecipe(**SIZES[args.size])
+    if args.no_mbpp:
+        recipe.mbpp = False
     if args.steps is not None:
         if args.steps < 1:
             raise DensecodeError(f"--steps must be >= 1 (got {args.steps})")
+        old = recipe.steps
         recipe.steps = args.steps
-        recipe.stop_at = None
         recipe.warmup = min(recipe.warmup, max(1, args.steps // 10))
-    if args.robotics_steps is not None:
-        if args.robotics_steps < 0:
-            raise DensecodeError(f"--robotics-steps must be >= 0 (got {args.robotics_steps})")
-        recipe.robotics_steps = args.robotics_steps
-        recipe.robotics_stop_at = None
-    if args.robotics_stop_at is not None:
-        if not 1 <= args.robotics_stop_at <= recipe.robotics_steps:
-            raise DensecodeError(f"--robotics-stop-at must be between 1 and the robotics schedule "
-                                 f"({recipe.robotics_steps} steps); got {args.robotics_stop_at}")
-        recipe.robotics_stop_at = args.robotics_stop_at
-    stage1 = Path(args.stage1).expanduser().resolve() if args.stage1 else None
-    if stage1 is not None and recipe.robotics_steps == 0:
-        raise DensecodeError("--stage1 runs the robotics stage only; it needs --robotics-steps > 0")
+        # The selection points keep their place in the schedule.
+        recipe.select_steps = sorted({max(1, round(s * args.steps / old)) for s in recipe.select_steps})
+    mbpp = _mbpp_path(args) if recipe.mbpp else None
+    if recipe.mbpp and mbpp is None:
+        raise DensecodeError("MBPP's file not found at ../shared/data/mbpp/mbpp.jsonl: pass --mbpp PATH, or --no-mbpp "
+                             "for a build without it (not the shipped recipe)")
     out = Path(args.out).expanduser().resolve()
-    if stage1 is not None and stage1 == out:
-        raise DensecodeError("--stage1 and --out must be different directories")
     _prepare_out(out, args.force)
     # Build into a sibling temp dir and swap at the end: an interrupted build never
     # leaves a half-written asset behind.
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        if stage1 is not None:
-            info = build_from_stage1(recipe, stage1, tmp, seed=args.seed, progress=not args.no_progress)
-        else:
-            info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress)
+        info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress, mbpp_path=mbpp, device=args.device)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -89,10 +96,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    stage2 = info.get("robotics_stage")
-    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, stage 1 {info['recipe']['steps']} steps "
-          f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s, final train loss "
-          f"{info['final_train_loss_avg50']})"
-          + (f", robotics stage {stage2['steps_run']} steps ({stage2['train_seconds']:.0f} s, held-out robotics loss "
-             f"{stage2['eval_losses'].get('robotics')})" if stage2 else ""))
+    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, {info['recipe']['steps']} steps "
+          f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s); shipped the step-{info['shipped_step']} "
+          f"checkpoint (validation success {info['selection']})")
     return 0

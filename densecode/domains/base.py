@@ -164,20 +164,38 @@ class Domain:
         return [g.completion for g in gens]
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
-        """Held-out metrics: greedy (or `eval_temperature`) and, if set, a sampled pass at a fixed seed."""
+        """Held-out metrics: greedy (or `eval_temperature`) and, if set, a sampled pass at a fixed seed.
+
+        The per-task outcomes behind them stay in `last_eval_rows` (see `eval_task_rows`) until the next call."""
         tasks = self.eval_tasks(n)
         prompts = [t["prompt"] for t in tasks]
-        out = self.metrics(self.score(tasks, self.generate(model, tokenizer, prompts,
-                                                           temperature=float(self.options.eval_temperature),
-                                                           seed=seed)))
+        temperature = float(self.options.eval_temperature)
+        records = self.score(tasks, self.generate(model, tokenizer, prompts, temperature=temperature, seed=seed))
+        out = self.metrics(records)
+        self.last_eval_rows = [self.eval_task_rows("greedy" if temperature == 0 else "eval", temperature, records)]
         sampled_t = self.options.eval_sampled_temperature
         if sampled_t:
             # The same draws before and after training (fixed seed), so the change is the policy's.
-            sampled = self.metrics(self.score(tasks, self.generate(model, tokenizer, prompts,
-                                                                   temperature=float(sampled_t),
-                                                                   seed=int(self.options.eval_seed))))
+            sampled_records = self.score(tasks, self.generate(model, tokenizer, prompts, temperature=float(sampled_t),
+                                                              seed=int(self.options.eval_seed)))
+            sampled = self.metrics(sampled_records)
             out.update({f"sampled_{k}": v for k, v in sampled.items() if k in self.sampled_metric_names})
+            self.last_eval_rows.append(self.eval_task_rows("sampled", float(sampled_t), sampled_records))
         return out
+
+    def eval_task_rows(self, pass_name: str, temperature: float, records: list[dict]) -> dict:
+        """One eval pass's per-task outcomes (the trainer writes them to eval_tasks.jsonl): for each task, in eval
+        order, its id, outcome class and its value of the headline metric, `metrics([record])[headline]` (the
+        headline metrics are means over tasks, so these average to the logged eval number). Paired comparisons
+        of runs (benchmarks/dense_vs_sparse.py) resample these tasks."""
+        metric = self.headline_metric
+        values = []
+        for r in records:
+            one = self.metrics([r])
+            values.append(float(one.get(metric, one.get("score", 0.0))))
+        return {"pass": pass_name, "temperature": float(temperature), "metric": metric,
+                "task_ids": [None if r.get("task_id") is None else str(r.get("task_id")) for r in records],
+                "outcomes": [str(r.get("outcome")) for r in records], "values": values}
 
     # metrics repeated for the sampled pass
     sampled_metric_names: ClassVar[tuple[str, ...]] = ("success_rate", "score")

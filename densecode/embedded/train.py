@@ -144,6 +144,7 @@ def evaluate_loss(model, rows, pad_id: int, ctx: int, batch_size: int = 32) -> f
     total, count = 0.0, 0
     for i in range(0, len(rows), batch_size):
         x, y = collate(rows[i:i + batch_size], pad_id, ctx)
+        x, y = x.to(model.device), y.to(model.device)
         out = model(input_ids=x, labels=y)
         n = int((y[:, 1:] != IGNORE).sum())
         total += float(out.loss) * n
@@ -177,6 +178,7 @@ def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], set
         for group in optim.param_groups:
             group["lr"] = lr_at(step, settings)
         x, y = collate(sampler.batch(settings.batch_size), pad, settings.ctx)
+        x, y = x.to(model.device), y.to(model.device)
         loss = model(input_ids=x, labels=y).loss
         optim.zero_grad(set_to_none=True)
         loss.backward()

@@ -54,3 +54,51 @@ def emit(records: list[dict], path: str | os.PathLike | None = None) -> Path | N
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(list(existing) + list(records), indent=1))
     return target
+
+
+class CpuMeter:
+    """CPU seconds of this process, a sandbox pool's workers and the programs they ran, over a measured span.
+
+        meter = CpuMeter(pool)          # starts now
+        ...                             # the measured work
+        meter.stop()                    # meter.ms_per(n) -> {"parent": .., "workers": .., "programs": .., "total": ..}
+
+    CPU time, unlike throughput, barely depends on what else the machine runs: `capacity(n, cores)` is the rate the
+    measured CPU cost allows on `cores` otherwise idle cores (a bound, not a measurement of wall-clock speed).
+    Also records the 1-minute load average at the start and the end.
+    """
+
+    def __init__(self, pool=None):
+        self.pool = pool
+        self.load = [os.getloadavg()[0]]
+        self._start = self._read()
+        self.used: dict[str, float] | None = None
+
+    def _read(self) -> dict[str, float]:
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # reaped subprocesses (a naive baseline's pythons)
+        out = {"parent": own.ru_utime + own.ru_stime, "children": kids.ru_utime + kids.ru_stime}
+        pool_times = self.pool.cpu_times() if self.pool is not None else {}
+        out["workers"] = pool_times.get("workers_s", 0.0)
+        out["programs"] = pool_times.get("programs_s", 0.0)
+        return out
+
+    def stop(self) -> dict[str, float]:
+        end = self._read()
+        self.load.append(os.getloadavg()[0])
+        self.used = {k: end[k] - self._start[k] for k in end}
+        self.used["total"] = sum(self.used.values())
+        return self.used
+
+    def ms_per(self, n: int) -> dict[str, float]:
+        return {k: 1000.0 * v / max(n, 1) for k, v in (self.used or {}).items()}
+
+    def capacity(self, n: int, cores: int = 2) -> float:
+        """Samples/s that `cores` idle cores would allow at the measured CPU cost per sample."""
+        total = (self.used or {}).get("total", 0.0)
+        return cores * n / total if total > 0 else float("nan")
+
+    def load_text(self) -> str:
+        return f"load average {self.load[0]:.1f} -> {self.load[-1]:.1f}"

@@ -9,7 +9,9 @@ Only components with a non-zero weight are computed.
 `sparse` mode (the dense-vs-sparse ablation): every component except those in
 `reward.sparse_keep_dense` (default: kl, which PPO keeps per token in both modes)
 is summed over the response and put on the last token, so a sample's sparse total
-sums to exactly its dense total.
+sums to exactly its dense total. Placement is per component: `sparse_keep_dense`
+listing every component but one moves only that one (the credit ablations of
+benchmarks/dense_vs_sparse.py --ablation).
 
 `RewardBatch.components` holds WEIGHTED per-token values (what went into the total);
 `RewardBatch.raw` holds the components' own values.
@@ -206,4 +208,10 @@ def build_assembler(reward_cfg: Any, domain: Any, *, simulator: Any = None, sand
         weights.setdefault(name, 0.0)
     mode = getattr(reward_cfg, "mode", "dense")
     keep = tuple(getattr(reward_cfg, "sparse_keep_dense", ("kl",)))
+    # A misspelt name would silently move that component to the last token too.
+    known = set(built) | set(REGISTRY) | set(_domain_components(domain)) | set(weights)
+    unknown = [n for n in keep if n not in known]
+    if unknown:
+        raise DensecodeError(f"reward.sparse_keep_dense names unknown component(s) {unknown}; this reward has "
+                             f"{', '.join(sorted(built))} (list the components that stay per token in sparse mode)")
     return RewardAssembler(built, {n: weights.get(n, 0.0) for n in built}, mode=mode, sparse_keep_dense=keep)

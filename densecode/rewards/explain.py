@@ -23,6 +23,8 @@ object per sample:
     components    {component: per-token RAW values} (weighted = weights[c] * raw)
     diagnostics   {component: [{rule, span, tokens, message, value, ...}]}
     info          {component: {scalar: value}}
+    algo          (trainer rollouts) {values, returns, advantages}: per-token arrays the optimiser computed
+                  (value predictions at rollout time, GAE returns, the advantages its loss used); optional
 A generate-output JSONL (`prompt`, `completion`, `token_ids`, optional `task`,
 `logprobs`, `grammar_verdicts`, `finish_reason`) is scored here first (needs
 `--model` for the tokenizer; `--config`/`--set` choose domain and weights).
@@ -61,8 +63,9 @@ def _json_safe(obj: Any) -> Any:
     return repr(obj)
 
 
-def rollout_records(samples: list, batch: Any, *, step: int | None = None) -> list[dict]:
-    """One JSON-safe record per sample (see the module docstring)."""
+def rollout_records(samples: list, batch: Any, *, step: int | None = None,
+                    algo: dict[str, list] | None = None) -> list[dict]:
+    """One JSON-safe record per sample (see the module docstring); `algo` adds per-token optimiser arrays."""
     records = []
     for i, s in enumerate(samples):
         rec = {
@@ -84,16 +87,19 @@ def rollout_records(samples: list, batch: Any, *, step: int | None = None) -> li
             "diagnostics": {n: _json_safe(o[i].diagnostics) for n, o in batch.outputs.items()},
             "info": {n: _json_safe(o[i].info) for n, o in batch.outputs.items()},
         }
+        if algo:
+            rec["algo"] = {n: np.round(np.asarray(v[i], dtype=np.float64), 6).tolist() for n, v in algo.items()}
         records.append(rec)
     return records
 
 
-def write_rollouts(path: str | Path, samples: list, batch: Any, *, step: int | None = None, append: bool = True) -> Path:
+def write_rollouts(path: str | Path, samples: list, batch: Any, *, step: int | None = None, append: bool = True,
+                   algo: dict[str, list] | None = None) -> Path:
     """Write (append) the samples and their RewardBatch as rollouts JSONL; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a" if append else "w", encoding="utf-8") as fh:
-        for rec in rollout_records(samples, batch, step=step):
+        for rec in rollout_records(samples, batch, step=step, algo=algo):
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     return path
 

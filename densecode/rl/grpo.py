@@ -40,7 +40,9 @@ mask (1 on generated tokens, 0 on padding).
 3. Loss (PPO-clip with DAPO clip-higher, no KL by default):
        ratio_t = exp(logp_t - old_logp_t)
        pg_loss_t = max(-A_t * ratio_t, -A_t * clip(ratio_t, 1 - eps_low, 1 + eps_high))
-       + kl_coef * k3_t,   k3_t = exp(ref_logp_t - logp_t) - (ref_logp_t - logp_t) - 1
+       + kl_coef_i * k3_t,   k3_t = exp(ref_logp_t - logp_t) - (ref_logp_t - logp_t) - 1
+   (kl_coef_i = algo.grpo.beta, or response i's own weight when the task source gives one per
+   sample: the trainer's `kl_loss_coefs` hook, e.g. a multi-task run's beta_k of i's task)
    aggregated "token" (DAPO: sum over all response tokens of the minibatch /
    number of those tokens) or "sequence" (GRPO: mean over tokens of each
    response, then mean over responses).
@@ -324,9 +326,14 @@ def grpo_policy_loss(
     clip_eps_high: float = 0.28,
     aggregation: str = "token",
     ref_logprobs: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
+    kl_coef: float | torch.Tensor = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate with clip-higher; `advantages` is (N,) or (N, T). Returns (loss, stats)."""
+    """Clipped surrogate with clip-higher; `advantages` is (N,) or (N, T). Returns (loss, stats).
+
+    `kl_coef` is one number for every response or an (N,) tensor: each response's own weight of the k3 term
+    (a multi-task run gives each sample its task's beta_k). Row i's token t adds kl_coef_i * k3_{i,t} before
+    aggregation, so a row with weight 0 gets no KL gradient at all.
+    """
     mask = response_mask.float()
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(logprobs)
@@ -336,12 +343,18 @@ def grpo_policy_loss(
     pg_losses2 = -advantages * torch.clamp(ratio, 1.0 - clip_eps_low, 1.0 + clip_eps_high)
     pg_loss_tokens = torch.max(pg_losses, pg_losses2)
     loss_tokens = pg_loss_tokens
-    kl_tokens = None
-    if kl_coef > 0:
+    kl_tokens = kl_weight = None
+    per_row = torch.is_tensor(kl_coef)
+    if per_row:
+        kl_coef = kl_coef.to(device=logprobs.device, dtype=logprobs.dtype).flatten()
+        if kl_coef.numel() != logprobs.shape[0]:
+            raise ValueError(f"kl_coef has {kl_coef.numel()} values for {logprobs.shape[0]} responses")
+    if (bool((kl_coef > 0).any()) if per_row else kl_coef > 0):
         if ref_logprobs is None:
             raise ValueError("kl_coef > 0 needs reference logprobs (ref_logprobs)")
         kl_tokens = k3_kl(logprobs, ref_logprobs)
-        loss_tokens = loss_tokens + kl_coef * kl_tokens
+        kl_weight = kl_coef[:, None] if per_row else kl_coef
+        loss_tokens = loss_tokens + kl_weight * kl_tokens
     loss = aggregate(loss_tokens, mask, aggregation)
     with torch.no_grad():
         stats = {
@@ -356,6 +369,10 @@ def grpo_policy_loss(
         }
         if kl_tokens is not None:
             stats["kl_ref"] = float(masked_mean(kl_tokens, mask))
+            # The KL part of the loss as aggregated (what the weights really added).
+            stats["kl_loss"] = float(aggregate(kl_weight * kl_tokens, mask, aggregation))
+        if per_row:
+            stats["kl_coef_mean"] = float(kl_coef.mean())
     return loss, stats
 
 
@@ -528,7 +545,8 @@ class GRPOAlgorithm:
 
     @property
     def needs_reference(self) -> bool:
-        """The trainer scores ref logprobs for the k3 loss term only when it is on."""
+        """The trainer scores ref logprobs for the k3 loss term only when it is on (a task source's per-sample
+        coefficients, `kl_loss_coefs`, turn it on through the trainer)."""
         return self.kl_coef > 0
 
     @classmethod
@@ -674,7 +692,9 @@ class GRPOAlgorithm:
         loss, stats = grpo_policy_loss(
             out.logprobs, mb.logprobs, mb.advantages, mb.response_mask,
             clip_eps_low=self.clip_eps, clip_eps_high=self.clip_eps_high, aggregation=self.loss_aggregation,
-            ref_logprobs=mb.ref_logprobs, kl_coef=self.kl_coef,
+            ref_logprobs=mb.ref_logprobs,
+            # Per-sample weights from the task source (a multi-task run's beta_k per sample), else algo.grpo.beta.
+            kl_coef=mb.kl_coefs if getattr(mb, "kl_coefs", None) is not None else self.kl_coef,
         )
         if getattr(out, "entropy", None) is not None:
             stats["entropy"] = float(masked_mean(out.entropy.detach(), mb.response_mask))

@@ -122,7 +122,10 @@ def clipped_value_loss(
     v_loss_clipped = (v_clipped - returns) ** 2
     v_loss = 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mask)
     with torch.no_grad():
-        vf_clipfrac = masked_mean((v_loss_clipped > v_loss_unclipped).float(), mask)
+        # The clip is active only where it moved V (|V - V_old| > clip) and its loss won the max; comparing the
+        # two losses alone counts float-rounding ties (V_old + (V - V_old) != V) as clips.
+        clipped = (new_values - old_values).abs() > value_clip
+        vf_clipfrac = masked_mean((clipped & (v_loss_clipped > v_loss_unclipped)).float(), mask)
     return v_loss, {"vf_clipfrac": vf_clipfrac}
 
 

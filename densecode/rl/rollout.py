@@ -63,6 +63,8 @@ class RolloutBatch:
     # Filled by the algorithm:
     advantages: torch.Tensor | None = None  # [B, R]
     returns: torch.Tensor | None = None  # [B, R]
+    # Filled by the trainer from a task source's `kl_loss_coefs` hook (None = the algorithm's own coefficient):
+    kl_coefs: torch.Tensor | None = None  # [B] each row's weight of the algorithm's KL loss term (GRPO's k3)
 
     @property
     def size(self) -> int:
@@ -189,67 +191,94 @@ def _from_sampling(responses: list[Response], R: int) -> bool:
     return all(r.policy_logprobs is not None and len(r.policy_logprobs) >= len(r.token_ids) for r in responses)
 
 
-@torch.no_grad()
 def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 16, with_values: bool = True,
                 score_pass: bool = True) -> dict[str, float]:
     """Fill batch.logprobs, .values and .ref_logprobs (no grad).
 
     score_pass=True: log pi_old and V from a forward pass of the policy over the
-    finished batch (in chunks), SynCode-free and the same computation as the update's.
+    finished batch (in chunks), SynCode-free and the same computation as the update's;
+    the reference runs over the same chunks.
     score_pass=False: log pi_old from the sampling pass (`Response.policy_logprobs`:
     same weights, same temperature; differs from a forward pass by float noise of the
     KV-cached computation) and V from the value head on the sampling pass's hidden
-    states (shared value head); only the reference runs a forward pass, one over the
-    batch in chunks. With a separate critic, V comes from a critic-only forward pass.
-    Falls back to the policy's forward pass when the sampler did not provide them.
+    states (shared value head). What is left to compute — the reference's log-probs, a
+    separate critic's values, and the policy's when the sampler did not provide them —
+    runs in one pass over the batch's real tokens (densecode.rl.packed_scoring: no
+    padding, the LM head on response positions only, chunks of at most `chunk_size` rows).
     Returns which sources were used.
     """
     from densecode.rl.value_head import PolicyWithValue
 
     module: PolicyWithValue = policy_value
+    if score_pass:
+        return _score_with_forward_pass(module, reference, batch, chunk_size, with_values)
+    from densecode.rl.packed_scoring import score_packed
+
     R = batch.response_ids.shape[1]
     mask = batch.response_mask
-    reuse = not score_pass and _from_sampling(batch.responses, R)
+    reuse = _from_sampling(batch.responses, R)
     want_values = with_values and module.value_head is not None
     values_from_hidden = (reuse and want_values and module.critic is None
                           and all(r.hidden is not None and len(r.hidden) >= len(r.token_ids) for r in batch.responses))
-    logps, vals, refs = [], [], []
     need_policy_pass = not reuse or (want_values and not values_from_hidden and module.critic is None)
-    critic_only = reuse and want_values and module.critic is not None  # V from the critic; no policy pass
+    critic_pass = want_values and module.critic is not None
+    ref_model, ref_context = reference.scoring_model(module.policy) if reference is not None else (None, None)
+    scored = score_packed(batch, max_rows=chunk_size, policy=module.policy if need_policy_pass else None,
+                          value_head=module.value_head if want_values and not values_from_hidden else None,
+                          critic=module.critic if critic_pass else None, reference=ref_model,
+                          reference_context=ref_context)
+    if reuse:
+        batch.logprobs = to_padded([np.asarray(r.policy_logprobs[:len(r.token_ids)], dtype=np.float32)
+                                    for r in batch.responses], R, mask.device) * mask
+    else:
+        batch.logprobs = scored["logprobs"] * mask
+    if values_from_hidden:
+        batch.values = _values_from_hidden(module.value_head, batch) * mask
+    else:
+        batch.values = scored["values"] * mask if "values" in scored else None
+    batch.ref_logprobs = scored["ref_logprobs"] * mask if "ref_logprobs" in scored else None
+    sources = {"score/policy_pass": float(need_policy_pass), "score/logprobs_from_sampling": float(reuse),
+               "score/values_from_sampling": float(values_from_hidden), "score/critic_pass": float(critic_pass)}
+    if "positions" in scored:  # per model run; a padded pass would compute batch.input_ids.numel()
+        sources["score/positions_per_model"] = float(scored["positions"])
+        sources["score/padded_positions"] = float(batch.input_ids.numel())
+    return sources
+
+
+@torch.no_grad()
+def _values_from_hidden(head, batch: RolloutBatch) -> torch.Tensor:
+    """The shared value head on the hidden states the sampling pass kept."""
+    R = batch.response_ids.shape[1]
+    device = batch.response_mask.device
+    H = batch.responses[0].hidden.shape[-1]
+    hidden = torch.zeros((batch.size, R, H), dtype=head.summary.weight.dtype, device=device)
+    for i, r in enumerate(batch.responses):
+        n = len(r.token_ids)
+        if n:
+            hidden[i, :n] = r.hidden[:n].to(device=device, dtype=hidden.dtype)
+    return head(hidden).float()
+
+
+@torch.no_grad()
+def _score_with_forward_pass(module, reference, batch: RolloutBatch, chunk_size: int,
+                             with_values: bool) -> dict[str, float]:
+    """algo.score_pass: the policy (with values) and the reference over the padded batch, in chunks."""
+    mask = batch.response_mask
+    logps, vals, refs = [], [], []
     for start in range(0, batch.size, chunk_size):
         sl = slice(start, start + chunk_size)
         args = (batch.input_ids[sl], batch.attention_mask[sl], batch.position_ids[sl], batch.response_ids[sl])
-        if need_policy_pass:
-            out = module(*args, temperature=batch.temperature, with_values=with_values)
-            logps.append(out.logprobs)
-            if out.values is not None:
-                vals.append(out.values)
-        elif critic_only:
-            hidden = module.critic(input_ids=args[0], attention_mask=args[1], position_ids=args[2],
-                                   output_hidden_states=True, use_cache=False).hidden_states[-1]
-            vals.append(module.value_head(hidden[:, -R - 1: -1, :]).float())
+        out = module(*args, temperature=batch.temperature, with_values=with_values)
+        logps.append(out.logprobs)
+        if out.values is not None:
+            vals.append(out.values)
         if reference is not None:
             refs.append(reference.logprobs(module.policy, *args, temperature=batch.temperature))
-    device = mask.device
-    if reuse:
-        batch.logprobs = to_padded([np.asarray(r.policy_logprobs[:len(r.token_ids)], dtype=np.float32)
-                                    for r in batch.responses], R, device) * mask
-    else:
-        batch.logprobs = torch.cat(logps) * mask
-    if values_from_hidden:
-        H = batch.responses[0].hidden.shape[-1]
-        head = module.value_head
-        hidden = torch.zeros((batch.size, R, H), dtype=head.summary.weight.dtype, device=device)
-        for i, r in enumerate(batch.responses):
-            n = len(r.token_ids)
-            if n:
-                hidden[i, :n] = r.hidden[:n].to(device=device, dtype=hidden.dtype)
-        batch.values = head(hidden).float() * mask
-    else:
-        batch.values = torch.cat(vals) * mask if vals else None
+    batch.logprobs = torch.cat(logps) * mask
+    batch.values = torch.cat(vals) * mask if vals else None
     batch.ref_logprobs = torch.cat(refs) * mask if refs else None
-    return {"score/policy_pass": float(need_policy_pass), "score/logprobs_from_sampling": float(reuse),
-            "score/values_from_sampling": float(values_from_hidden), "score/critic_pass": float(critic_only)}
+    return {"score/policy_pass": 1.0, "score/logprobs_from_sampling": 0.0, "score/values_from_sampling": 0.0,
+            "score/critic_pass": 0.0}
 
 
 def to_padded(arrays: list[np.ndarray], R: int, device=None) -> torch.Tensor:

@@ -45,6 +45,12 @@ TASK SOURCE HOOKS (optional, generic; a multi-task scheduler uses them):
                                                 plain policy-gradient loss on those batch rows
     state_dict() -> dict / load_state_dict(dict)   JSON-able task-source state, checkpointed
     write_report(run_dir)                       extra end-of-run pictures next to learning_curves.png
+    kl_loss_coefs(tasks, base: float) -> list[float] | None
+                                                per-sample weights of the algorithm's KL loss term (only for an
+                                                algorithm with one: a `kl_coef` attribute, GRPO's k3), given its
+                                                own `base`; the trainer puts them in batch.kl_coefs [B] before the
+                                                update (None = `base` for every sample)
+    uses_kl_loss(base: float) -> bool           whether kl_loss_coefs can be > 0 (the reference model is loaded)
 
 The reward function is any callable `reward_fn(samples) -> RewardBatch` (densecode.rewards
 assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with an optional
@@ -184,6 +190,10 @@ class Trainer:
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
         # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
         needs_ref = _kl_weight(reward_fn, cfg) > 0 or getattr(algo, "needs_reference", False)
+        # A task source with per-sample KL loss weights (a multi-task run's beta_k) needs the reference too.
+        self._kl_loss_hook = (getattr(task_source, "kl_loss_coefs", None) if hasattr(algo, "kl_coef") else None)
+        if self._kl_loss_hook is not None and hasattr(task_source, "uses_kl_loss"):
+            needs_ref = needs_ref or bool(task_source.uses_kl_loss(float(algo.kl_coef)))
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -229,7 +239,7 @@ class Trainer:
         temperature = float(self.algo.sampling_temperature(step))
         policy = self.unwrapped.policy
         timings = {}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         responses = self.sampler(
             policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt, max_new_tokens=gen.max_new_tokens,
             temperature=temperature, top_p=gen.top_p, top_k=gen.top_k, grammar=gen.grammar, stop=list(gen.stop),
@@ -243,7 +253,8 @@ class Trainer:
             if stop_token is not None:
                 r.token_ids = list(r.token_ids) + [stop_token]
         timings["time/generate_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        timings["time/generate_cpu_s"] = time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
                             prompt_ids=encode_prompts(self.tokenizer, prompts))
         self.policy_value.eval()
@@ -251,6 +262,7 @@ class Trainer:
                               with_values=self.algo.needs_value_head,
                               score_pass=bool(getattr(cfg.algo, "score_pass", True)))
         timings["time/score_s"] = time.perf_counter() - t0
+        timings["time/score_cpu_s"] = time.process_time() - c0
         timings.update(sources or {})
         return batch, timings
 
@@ -353,15 +365,20 @@ class Trainer:
         return norm, vf_norm
 
     def train_step(self, step: int) -> dict[str, float]:
-        t_step = time.perf_counter()
+        # Wall time per phase, and this process's CPU time (all its threads; not the sandbox's
+        # processes): on a shared machine the CPU-time split moves far less with the load.
+        t_step, c_step = time.perf_counter(), time.process_time()
         batch, stats = self.rollout(step)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         stats.update(self.compute_rewards(batch))
         stats["time/reward_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        stats["time/reward_cpu_s"] = time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         stats.update(self.algo.compute_advantages(batch))
+        batch.kl_coefs = self._sample_kl_coefs(batch)
         stats.update(self.update(batch, step))
         stats["time/update_s"] = time.perf_counter() - t0
+        stats["time/update_cpu_s"] = time.process_time() - c0
         stats.update(self._rollout_stats(batch))
         if hasattr(self.algo, "on_step_end"):
             stats.update(self.algo.on_step_end(batch, stats) or {})
@@ -385,10 +402,27 @@ class Trainer:
         stats["objective/kl_coef"] = beta
         dt = time.perf_counter() - t_step
         stats["time/step_s"] = dt
+        stats["time/step_cpu_s"] = time.process_time() - c_step
         stats["perf/tokens_per_s"] = float(batch.response_mask.sum()) / max(dt, 1e-9)
         stats["perf/generate_tokens_per_s"] = float(batch.response_mask.sum()) / max(stats["time/generate_s"], 1e-9)
         self._last_batch = batch
         return self._reduce(stats)
+
+    def _sample_kl_coefs(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """[B] weights of the algorithm's KL loss term from the task source's `kl_loss_coefs` hook, or None."""
+        if self._kl_loss_hook is None:
+            return None
+        coefs = self._kl_loss_hook(batch.tasks, float(self.algo.kl_coef))
+        if coefs is None:
+            return None
+        t = torch.as_tensor(list(coefs), dtype=torch.float32)
+        if t.shape != (batch.size,) or not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+            raise DensecodeError(f"the task source's kl_loss_coefs gave {t.tolist()}; it must give one finite "
+                                 f"weight >= 0 per sample ({batch.size})")
+        if bool((t > 0).any()) and batch.ref_logprobs is None:
+            raise DensecodeError("the task source's kl_loss_coefs are > 0 but no reference model is loaded: its "
+                                 "uses_kl_loss(base) must say True for such a run")
+        return t.to(batch.response_mask.device)
 
     def policy_gradient(self, batch: RolloutBatch, rows: list[int]) -> torch.Tensor:
         """Flat gradient of -mean_t(A_t * log pi(a_t)) on `rows` of `batch` over the trainable policy parameters
@@ -460,8 +494,18 @@ class Trainer:
             out = {f"eval/{k}": float(v) for k, v in res.items()}
             out["time/eval_s"] = time.perf_counter() - t0
             self.write_metrics({"step": step, **out}, kind="eval")
+            self.write_eval_tasks(step, getattr(self.task_source, "last_eval_rows", None))
         self.accelerator.wait_for_everyone()
         return out
+
+    def write_eval_tasks(self, step: int, rows: list[dict] | None) -> None:
+        """Append an eval's per-task outcomes (one row per pass: greedy, sampled) to eval_tasks.jsonl, so runs can
+        be compared task by task (paired bootstraps over tasks, benchmarks/dense_vs_sparse.py)."""
+        if not rows:
+            return  # a task source that keeps no per-task outcomes (the multi-task mix)
+        with open(self.run_dir / "eval_tasks.jsonl", "a") as f:
+            for row in rows:
+                f.write(json.dumps({"step": step, **row}, default=_json_default) + "\n")
 
     def write_metrics(self, record: dict, kind: str = "train") -> None:
         if not self.is_main:
@@ -499,7 +543,8 @@ class Trainer:
         if not self.is_main or not isinstance(rb, RewardBatch):
             return  # a custom reward_fn without the assembler's per-component outputs has nothing to explain
 
-        write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step)
+        write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step,
+                       algo=_per_token_algo_arrays(batch))
 
     def save_checkpoint(self) -> Path | None:
         """Atomic and durable: write checkpoints/.tmp-step-N, fsync every file and directory in it, rename it
@@ -621,7 +666,7 @@ class Trainer:
             die()
 
     def trim_logs(self) -> None:
-        """Make metrics.jsonl and rollouts.jsonl end where the training state is (state.step).
+        """Make metrics.jsonl, rollouts.jsonl and eval_tasks.jsonl end where the training state is (state.step).
 
         Rows for steps after the last checkpoint were written by a session that died before saving; the
         resumed run writes them again (bit-identical training), so they are dropped, as is a torn last
@@ -630,7 +675,7 @@ class Trainer:
         if not self.is_main:
             return
         keep_to = self.state.step
-        for name in ("metrics.jsonl", "rollouts.jsonl"):
+        for name in ("metrics.jsonl", "rollouts.jsonl", "eval_tasks.jsonl"):
             path = self.run_dir / name
             if path.is_file():
                 _truncate_jsonl(path, keep_to)
@@ -762,6 +807,20 @@ class Trainer:
             except Exception as exc:  # noqa: BLE001 - a plotting problem must not lose a finished run
                 logger.warning("could not write the learning-curve report: %s", exc)
         return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}
+
+
+def _per_token_algo_arrays(batch: RolloutBatch) -> dict[str, list[np.ndarray]]:
+    """The optimiser's per-token view of each sample (for credit diagnostics, densecode.eval.credit): the value
+    predictions at rollout time, the GAE returns, and the advantages the loss used (PPO: whitened over the batch
+    when algo.ppo.whiten_advantages; raw advantages = returns - values). Only what this algorithm computed."""
+    lengths = batch.response_mask.sum(-1).long().tolist()
+    out: dict[str, list[np.ndarray]] = {}
+    for name in ("values", "returns", "advantages"):
+        t = getattr(batch, name, None)
+        if isinstance(t, torch.Tensor) and t.dim() == 2:
+            rows = t.detach().float().cpu().numpy()
+            out[name] = [rows[i, :n] for i, n in enumerate(lengths)]
+    return out
 
 
 def _sampled_stop_token(response, tokenizer) -> int | None:

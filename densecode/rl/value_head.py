@@ -119,6 +119,12 @@ class ReferencePolicy:
     def shares_weights(self) -> bool:
         return self._frozen is None
 
+    def scoring_model(self, policy: nn.Module):
+        """(the model that computes log pi_ref, a factory of the context to run it in)."""
+        if self._frozen is not None:
+            return self._frozen, None
+        return policy, policy.disable_adapter
+
     @torch.no_grad()
     def logprobs(self, policy: nn.Module, input_ids, attention_mask, position_ids, response_ids,
                  temperature: float = 1.0) -> torch.Tensor:

@@ -11,6 +11,7 @@ the parent as opaque strings.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import selectors
@@ -396,6 +397,9 @@ class Worker:
                     pass
 
     def serve(self) -> None:
+        # Everything the worker holds now (preloaded modules, the harness) moves to the GC's permanent generation:
+        # a collection in a forked program then never walks (and so never copies) the worker's pages.
+        gc.freeze()
         _send(self.cmd_out, {"op": "hello", "protections": self.protections(), "pid": os.getpid()})
         while True:
             sel_lines = self.reader.read_available() if not self.pending else []
@@ -413,6 +417,20 @@ class Worker:
                 _send(self.cmd_out, result)
 
 
+def load_file_module(name: str, path: str) -> None:
+    """Import the Python file `path` as module `name` (a judge's harness: programs then `import name` instead of
+    compiling the harness each time). Done before the worker is jailed, so the file need not be visible to programs;
+    each program gets its own copy-on-write copy of the module, so one program's changes to it die with it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as module {name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
 def main() -> None:
     cmd_in, cmd_out, slot, uid = (int(x) for x in sys.argv[1:5])
     mode = sys.argv[6] if len(sys.argv) > 6 else "auto"
@@ -424,9 +442,12 @@ def main() -> None:
             __import__(name)
         except ImportError:
             pass
-    for name in sys.argv[5].split(",") if len(sys.argv) > 5 and sys.argv[5] else []:
+    for entry in sys.argv[5].split(",") if len(sys.argv) > 5 and sys.argv[5] else []:
+        if "=" in entry:
+            load_file_module(*entry.split("=", 1))  # a trusted harness: failing to load it fails the start
+            continue
         try:
-            __import__(name)
+            __import__(entry)
         except ImportError:
             pass
     import densecode.sandbox._child  # noqa: F401 - warm for the forked children

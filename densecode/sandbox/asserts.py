@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import importlib
 from dataclasses import dataclass
 
@@ -92,26 +93,64 @@ class _Splitter(ast.NodeTransformer):
 
 
 def bound_names(*sources: str) -> frozenset[str]:
-    """Module-level names a program binds (def, class, import, assignment targets)."""
+    """Module-level names a program binds (def, class, import, assignment targets at module level, and names a
+    function declares `global`): the names the tests, which run at module level, see as the program's. A function's
+    locals are not among them (they cannot shadow anything in a test), so responses that define the same functions
+    share one split of the task's tests (`split_test`'s cache)."""
     names: set[str] = set()
     for src in sources:
         try:
             tree = ast.parse(src)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, ast.alias):
-                name = (node.asname or node.name).split(".")[0]
-                if SAFE_MODULES.get(name) != node.name:  # `import math` binds the real math: not a shadow
-                    names.add(name)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
+        _module_bindings(tree, names)
     return frozenset(names)
 
 
+def _module_bindings(tree: ast.AST, names: set[str]) -> None:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(node, ast.Lambda):
+                names.add(node.name)
+            names.update(n for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names)
+            # decorators, defaults, annotations and base classes run at module level
+            outer = [*getattr(node, "decorator_list", []), *getattr(node, "bases", []), *getattr(node, "keywords", [])]
+            args = getattr(node, "args", None)
+            if args is not None:
+                outer += [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+            stack.extend(outer)
+            continue
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            # the loop variables are the comprehension's own; a walrus inside binds at module level
+            names.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr)
+                         and isinstance(n.target, ast.Name))
+            stack.extend(g.iter for g in node.generators[:1])
+            continue
+        if isinstance(node, ast.alias):
+            name = (node.asname or node.name).split(".")[0]
+            if SAFE_MODULES.get(name) != node.name:  # `import math` binds the real math: not a shadow
+                names.add(name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+
+
 def split_test(source: str, shadowed: frozenset[str] = frozenset()) -> SplitTest:
+    """The probes and the parent-side check of one test. Cached: a task's tests are split once for all the responses
+    that bind the same module-level names (a GRPO group, a fixed eval set); judges read the result, never change it."""
+    return _split_test(source, frozenset(shadowed))
+
+
+@functools.lru_cache(maxsize=8192)
+def _split_test(source: str, shadowed: frozenset[str]) -> SplitTest:
     try:
         tree = ast.parse(source.strip())
     except SyntaxError as exc:

@@ -40,6 +40,12 @@ __all__ = ["SandboxError", "SandboxPool"]
 _MAX_SEND_FAILURES = 3  # a run handed to this many dead workers in a row is given up ("worker_died")
 
 
+def _checked_preload(entry: str) -> str:
+    if "," in entry or ("=" in entry and not entry.split("=", 1)[1].endswith(".py")):
+        raise ValueError(f"SandboxPool preload {entry!r}: give a module name, or name=/path/to/file.py (no commas)")
+    return entry
+
+
 class SandboxPool:
     """Runs untrusted programs in isolated processes, `max_workers` at a time.
 
@@ -52,13 +58,14 @@ class SandboxPool:
     def __init__(self, max_workers: int | None = None, limits: Limits | None = None, preload: tuple[str, ...] = (),
                  isolation: str = "auto"):
         """`isolation`: auto picks the strongest mechanism that works here (see `protections`);
-        the others force one (mainly for tests). `preload`: modules workers import once (e.g. "numpy")."""
+        the others force one (mainly for tests). `preload`: modules workers import once (e.g. "numpy"), or
+        "name=/path/file.py" to load a file as module `name` (see `require_preload`)."""
         if isolation not in self.ISOLATION_MODES:
             raise ValueError(f"SandboxPool(isolation={isolation!r}): choose one of {', '.join(self.ISOLATION_MODES)}")
         self.isolation = isolation
         self.max_workers = max(1, int(max_workers or os.cpu_count() or 1))
         self.limits = limits or Limits()
-        self.preload = tuple(preload)
+        self.preload = tuple(_checked_preload(p) for p in preload)
         self._workers: list[WorkerProc | None] = [None] * self.max_workers
         self._lock = threading.RLock()
         self._next_uid = 0
@@ -89,6 +96,45 @@ class SandboxPool:
                 if run.handler_exception is not None:
                     raise run.handler_exception
             return results
+
+    def require_preload(self, *entries: str) -> None:
+        """Make the workers hold these modules before they fork any program (entries as in `preload`).
+
+        A judge whose harness is a Python file calls this once with "name=/path/harness.py"; its programs are then
+        `import name; name.main(...)` (no harness to compile per program). Workers already running are restarted
+        (they are jailed, and the file is outside their root); a file that fails to load fails the worker's start.
+        Each program still runs in its own forked process: it sees a private copy-on-write copy of the module.
+        """
+        with self._lock:
+            new = tuple(_checked_preload(e) for e in entries if e not in self.preload)
+            if not new:
+                return
+            if os.getpid() != self._owner_pid:  # a forked copy must never stop the parent's workers
+                raise SandboxError("this SandboxPool was created in another process (before a fork); "
+                                   "create a new pool in this process, or use get_default_pool()")
+            self.preload += new
+            for slot, w in enumerate(self._workers):
+                if w is not None:  # not a failure: not counted in stats["workers_replaced"]
+                    stop_worker(w)
+                    self._workers[slot] = None
+
+    def cpu_times(self) -> dict[str, float]:
+        """CPU seconds used so far by the live workers ("workers_s") and by the programs they ran and reaped
+        ("programs_s"), from /proc (Linux). For benchmarks: a replaced worker's seconds are no longer counted."""
+        tick = os.sysconf("SC_CLK_TCK")
+        workers_s = programs_s = 0.0
+        with self._lock:
+            pids = [w.popen.pid for w in self._workers if w is not None]
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            utime, stime, cutime, cstime = (int(x) / tick for x in fields[11:15])
+            workers_s += utime + stime
+            programs_s += cutime + cstime
+        return {"workers_s": workers_s, "programs_s": programs_s}
 
     @property
     def protections(self) -> dict:

@@ -18,7 +18,17 @@ from densecode.sandbox.jobs import SandboxError
 from densecode.sandbox.runs import Unit
 
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_BOOT = f"import sys; sys.path.insert(0, {_PKG_ROOT!r}); from densecode.sandbox._worker import main; main()"
+# The worker imports only what it runs: the `densecode` and `densecode.sandbox` packages are registered as bare
+# namespaces, so their __init__ files (the pool, the defaults, threading) are not loaded into the process every
+# program is forked from (a smaller heap and no threading at-fork handler: less CPU per forked program).
+_BOOT = (
+    "import sys, types\n"
+    f"for _n, _p in (('densecode', {os.path.join(_PKG_ROOT, 'densecode')!r}), "
+    f"('densecode.sandbox', {os.path.join(_PKG_ROOT, 'densecode', 'sandbox')!r})):\n"
+    "    _m = types.ModuleType(_n); _m.__path__ = [_p]; sys.modules[_n] = _m\n"
+    "from densecode.sandbox._worker import main\n"
+    "main()\n"
+)
 _WORKER_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",

@@ -10,6 +10,17 @@ task's `expected` value (computed in the sandbox when the task was made; see lit
 `spread: split` (default) makes the credit a share of the answer's tokens (each credited token gets credit / n, so a
 correct answer collects `credit` in all and a wrong one the fraction before its departure); `spread: each` puts the
 whole `credit` on every credited token.
+
+Input direction (tasks with `direction: input`, inputs.py): the answer is the argument list `ARGS)`; the function runs
+on the arguments in the sandbox (all the batch's answers at once, one program per distinct call):
+- arguments for which it returns the target: `credit` on the answer tokens (spread as above) and `correct_bonus` on
+  the last one, as for a correct value;
+- not a call with literal arguments (or empty): `penalty` on the token holding the first offending character
+  (inputs.parse_arguments: a non-literal argument's first character, the first character after the closing
+  parenthesis, the parser's error position; an unclosed call departs at its end, like an unfinished literal), and
+  nothing on the other tokens: a well-formed prefix of arguments says nothing about whether they are right;
+- literal arguments on which the function returns another value, raises or times out: `penalty` on the answer's
+  tokens (every token an argument is spelled with caused the value; `split`: penalty / n each, `each`: penalty each).
 """
 
 from __future__ import annotations
@@ -48,7 +59,43 @@ class LiteralComponent(RewardComponent):
         return self._expected[text]
 
     def __call__(self, samples: list[Sample]) -> list[ComponentOutput]:
-        return [self.score(s) for s in samples]
+        from densecode.domains.codeio.inputs import judge_answers
+
+        inputs = [i for i, s in enumerate(samples) if (s.task or {}).get("direction") == "input" and s.n_tokens]
+        verdicts = dict(zip(inputs, judge_answers([samples[i].task for i in inputs],
+                                                  [answer_of(samples[i].response) for i in inputs])))
+        return [self.score_input(s, verdicts[i]) if i in verdicts else self.score(s) for i, s in enumerate(samples)]
+
+    def score_input(self, s: Sample, verdict) -> ComponentOutput:
+        """The input direction's token reward (module doc) from the sandbox's verdict on the answer's arguments."""
+        values = np.zeros(s.n_tokens, dtype=np.float32)
+        answer = answer_of(s.response)
+        lead = len(answer) - len(answer.lstrip())
+        end = len(answer.rstrip())
+        answer_tokens = s.tokens_in_range(0, end) if end > 0 else []
+        n_answer = max(len(answer_tokens), 1)
+        info = {"correct": float(verdict.correct), "prefix_fraction": float(verdict.correct)}
+        if verdict.correct:
+            values[answer_tokens] += self.credit if self.spread == "each" else self.credit / n_answer
+            values[answer_tokens[-1]] += self.correct_bonus
+            record = diag("literal", (lead, end), answer_tokens, verdict.message, self.credit + self.correct_bonus,
+                          outcome=verdict.outcome)
+            return ComponentOutput(values, [record], info)
+        if verdict.outcome in ("not_a_call", "empty"):
+            d = min(max(verdict.parsed.departure or 0, 0), end)
+            before = [i for i in answer_tokens if s.token_spans[i][1] <= d]
+            hit = self._departure_token(s, d, before)
+            values[hit] += self.penalty
+            got = answer[d:d + 12]
+            message = (f"{verdict.outcome}: {verdict.parsed.why} at character {d} "
+                       + (f"({got!r})" if got else "(the answer stops before the call is closed)"))
+            record = diag("literal", (d, d + 1), [hit], message, self.penalty, outcome=verdict.outcome, departure=d)
+            return ComponentOutput(values, [record], info)
+        blamed = answer_tokens or [s.n_tokens - 1]
+        spread_over(values, blamed, self.penalty, self.spread)
+        record = diag("literal", (lead, end), blamed, f"{verdict.outcome}: {verdict.message}",
+                      self.penalty if self.spread == "split" else self.penalty * len(blamed), outcome=verdict.outcome)
+        return ComponentOutput(values, [record], info)
 
     def score(self, s: Sample) -> ComponentOutput:
         values = np.zeros(s.n_tokens, dtype=np.float32)

@@ -51,6 +51,20 @@ def _task(code: str, call: str, setup: str, expected: str, **meta: Any) -> dict:
             "code": code, "call": call, "setup": setup, "expected": expected, "canonical": " " + expected, **meta}
 
 
+def input_task(task: dict) -> dict | None:
+    """The input-direction task of an output-direction one (inputs.py): the same function and call, the returned value
+    shown, the arguments to propose; None when the call's arguments are not all literals."""
+    from densecode.domains.codeio.inputs import call_arguments, input_prompt
+
+    parts = call_arguments(task["call"])
+    if parts is None:
+        return None
+    entry, args_text = parts
+    prompt = input_prompt(task["code"], task.get("setup", ""), entry, task["expected"])
+    return {**task, "task_id": task["task_id"] + "/input", "prompt": prompt, "direction": "input", "entry": entry,
+            "canonical": args_text}
+
+
 # ------------------------------------------------------------------------------------------------ generated
 
 

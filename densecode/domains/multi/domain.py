@@ -55,6 +55,10 @@ class MultiDomain(Domain):
         self.scheduler = TaskScheduler(opts.tasks, opts.schedule, opts.astor, seed=int(opts.train_seed),
                                        curriculum_steps=opts.curriculum_steps)
         self.reward: Any = None
+        # Where beta_k acts: the reward's kl component (PPO) or the algorithm's KL loss term (GRPO); set when the
+        # reward is built. _kl_loss_base: the algorithm's own coefficient, seen at the first kl_loss_coefs call.
+        self.kl_in_loss = False
+        self._kl_loss_base: float | None = None
         self._items: dict[tuple[str, int], tuple[str, dict]] = {}
         self._pick_s = 0.0
 
@@ -114,12 +118,15 @@ class MultiDomain(Domain):
         if self.options.schedule == "curriculum" and self.scheduler.curriculum_steps <= 0:
             steps = int(getattr(getattr(cfg, "train", None), "steps", 0) or 0)
             self.scheduler.curriculum_steps = max(1, steps // len(self.domains))
+        # GRPO has no KL in the reward (MicroCoder): tasks.kl_beta is then the weight of its k3 loss term, which
+        # reaches each sample through the trainer's kl_loss_coefs hook.
+        self.kl_in_loss = getattr(getattr(cfg, "algo", None), "name", "ppo") == "grpo"
         assemblers, betas = {}, {}
         for task, d in self.domains.items():
             weights = {k: float(v) for k, v in d.default_weights.items()}
             weights.update({k: float(v) for k, v in (cfg.reward.weights or {}).items()})
             weights.update({k: float(v) for k, v in (self.options.reward_weights.get(task) or {}).items()})
-            if task in self.options.kl_beta:
+            if task in self.options.kl_beta and not self.kl_in_loss:
                 weights["kl"] = float(self.options.kl_beta[task])
             betas[task] = weights.get("kl", 0.0)
             reward_cfg = dataclasses.replace(cfg.reward, weights=weights)
@@ -157,10 +164,34 @@ class MultiDomain(Domain):
             out[f"multi/{task}/n_prompts"] = float(len(per[task]))
             for k, v in parts.items():
                 out[f"multi/{task}/{k}"] = v
-            if self.reward is not None:
+            if self.kl_in_loss and self._kl_loss_base is not None:
+                out[f"multi/{task}/beta"] = self.loss_betas(self._kl_loss_base)[task]
+            elif self.reward is not None:
                 out[f"multi/{task}/beta"] = self.reward.task_betas[task] * self.reward.kl_scale
         out["time/scheduler_s"] = self._pick_s + time.perf_counter() - t0
         return out
+
+    # ------------------------------------------------------------------ per-sample KL in the loss (GRPO)
+
+    def loss_betas(self, base: float) -> dict[str, float]:
+        """beta_k of the KL loss term: the scheduler's betas over beta_base,k = tasks.kl_beta.<task> (default:
+        the algorithm's own coefficient `base`, algo.grpo.beta)."""
+        return self.scheduler.betas(self._loss_bases(base))
+
+    def _loss_bases(self, base: float) -> dict[str, float]:
+        # tasks.kl_beta feeds the loss only when it does not already feed the reward (kl_in_loss).
+        kl_beta = self.options.kl_beta if self.kl_in_loss else {}
+        return {t: float(kl_beta.get(t, base)) for t in self.domains}
+
+    def uses_kl_loss(self, base: float) -> bool:
+        """The trainer's hook: can a sample's KL loss weight be > 0 (then it loads the reference model)?"""
+        return any(b > 0 for b in self._loss_bases(base).values())
+
+    def kl_loss_coefs(self, tasks: list[dict], base: float) -> list[float]:
+        """The trainer's hook: each sample's weight of the algorithm's KL loss term, its own task's beta_k."""
+        self._kl_loss_base = float(base)
+        betas = self.loss_betas(base)
+        return [betas[t["_domain"]] for t in tasks]
 
     def _probe_synergy(self, view, rows: dict[str, list[int]]) -> dict[str, float]:
         """S_k = cos(g_k, mean of the other tasks' g_j) over the trainable policy parameters, g on up to

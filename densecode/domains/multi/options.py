@@ -35,6 +35,9 @@ class AstorOptions:
     # Adaptive KL: beta_k = beta_base,k * max(0, 1 + kl_lambda * U_k); false = beta_base,k (the ablation).
     adaptive_kl: bool = True
     kl_lambda: float = 0.5  # lambda in beta_k = beta_base,k * (1 + lambda * U_k)
+    # One shared beta (the "no per-task regularisation" ablation): every task gets
+    # mean_k(beta_base,k) * max(0, 1 + kl_lambda * mean_k U_k) (without the factor when adaptive_kl is false).
+    shared_beta: bool = False
 
 
 @dataclass
@@ -47,7 +50,8 @@ class MultiOptions(DomainOptions):
     reward_weights: dict[str, dict[str, float]] = field(default_factory=dict)
     # Scale of each task's whole reward (task -> factor; default 1).
     task_weights: dict[str, float] = field(default_factory=dict)
-    # beta_base,k: the KL weight of task k (default: the task's resolved reward weight `kl`).
+    # beta_base,k: the KL weight of task k. PPO: the reward's `kl` weight (default: the task's resolved reward
+    # weight `kl`); GRPO: the weight of the k3 KL loss term for task k's samples (default: algo.grpo.beta).
     kl_beta: dict[str, float] = field(default_factory=dict)
     # Curriculum: steps per task (0 = train.steps / number of tasks, read when the reward is built).
     curriculum_steps: int = 0

@@ -12,6 +12,7 @@ Equations (docs/multitask.md):
     q_k   =  floor + (1 - K * floor) * softmax(U / temperature)_k                (task quota)
     u_i   =  Var_i + max(progress_i, 0);  unseen: max(unseen_prior, max_seen u)  (prompt utility)
     beta_k = beta_base,k * max(0, 1 + lambda * U_k)                             (adaptive KL)
+             shared_beta: mean_k beta_base,k * max(0, 1 + lambda * mean_k U_k) for every task
 """
 
 from __future__ import annotations
@@ -124,10 +125,17 @@ class TaskScheduler:
         return counts
 
     def betas(self, base: dict[str, float]) -> dict[str, float]:
-        if self.schedule != "astor" or not self.opts.adaptive_kl:
-            return {t: float(base[t]) for t in self.tasks}
-        util = self.utilities()
-        return {t: float(base[t]) * max(0.0, 1.0 + self.opts.kl_lambda * util[t]["utility"]) for t in self.tasks}
+        """beta_k = beta_base,k * max(0, 1 + lambda * U_k) (astor with adaptive_kl), else beta_base,k.
+        shared_beta: every task gets the mean base (times max(0, 1 + lambda * mean_k U_k) when adaptive)."""
+        base = {t: float(base[t]) for t in self.tasks}
+        adaptive = self.schedule == "astor" and self.opts.adaptive_kl
+        util = {t: u["utility"] for t, u in self.utilities().items()} if adaptive else {t: 0.0 for t in self.tasks}
+        if self.opts.shared_beta:
+            mean_base, mean_u = float(np.mean(list(base.values()))), float(np.mean(list(util.values())))
+            base = {t: mean_base for t in self.tasks}
+            util = {t: mean_u for t in self.tasks}
+        return {t: base[t] * max(0.0, 1.0 + self.opts.kl_lambda * util[t]) if adaptive else base[t]
+                for t in self.tasks}
 
     # ------------------------------------------------------------------ prompts
 

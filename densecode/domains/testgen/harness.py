@@ -105,13 +105,13 @@ def _on_timer(signum, frame):
 
 
 class CpuGuard:
-    """Raise `_Budget` in the running code after `cpu_s` of CPU time, and every 10 ms after that until exit."""
+    """Raise `_Budget` in the running code after `cpu_s` of CPU time, and every 10 ms after that until exit.
+    The SIGVTALRM handler is installed once per run (`run`), not per call: signal.signal costs more than the call."""
 
     def __init__(self, cpu_s):
         self.cpu_s = cpu_s
 
     def __enter__(self):
-        signal.signal(signal.SIGVTALRM, _on_timer)
         signal.setitimer(signal.ITIMER_VIRTUAL, self.cpu_s, 0.01)
         return self
 
@@ -120,11 +120,21 @@ class CpuGuard:
         return False
 
 
+_ATOMS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _fresh(args):
+    """A copy of the call's arguments that the call cannot change for the next one (atoms need none)."""
+    if all(type(a) in _ATOMS for a in args):
+        return tuple(args)
+    return copy.deepcopy(args)
+
+
 def _call(fn, args, cpu_s):
     """('ok', value) or ('raise', exception type name) of fn(*args) on a copy of args, within the CPU budget."""
     try:
         with CpuGuard(cpu_s):
-            value = fn(*copy.deepcopy(args))
+            value = fn(*_fresh(args))
         return ("ok", value)
     except BaseException as exc:  # noqa: BLE001 - any failure of the call is an outcome
         return ("raise", _describe(exc))
@@ -164,6 +174,7 @@ def run(spec, early=None):
     out = {"baseline": [], "asserts": [], "mutants": []}
     saved_stdout, saved_stderr = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = io.StringIO()  # the reference's own prints are not the harness's output
+    saved_handler = signal.signal(signal.SIGVTALRM, _on_timer)  # CpuGuard's timer raises _Budget through it
     try:
         base = Tracer(files, REF_FILE, budget)
         try:
@@ -236,6 +247,8 @@ def run(spec, early=None):
                     rec["kills"].append(k)
         return out
     finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0, 0)
+        signal.signal(signal.SIGVTALRM, saved_handler)
         sys.stdout, sys.stderr = saved_stdout, saved_stderr
 
 

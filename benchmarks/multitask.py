@@ -1,0 +1,540 @@
+"""ASTOR vs joint vs curriculum vs model merging vs the best single-task specialist, plus ASTOR's ablations.
+
+Every arm is a `densecode train --domain multi` run (its own folder, its own seed) on the same tasks, model and
+budget; the held-out score of a task is its domain's headline metric (codegen pass_rate, codeio accuracy, testgen
+coverage, commitmsg rouge_l, robotics success_rate) from the run's last eval, and the average is their mean.
+
+    python benchmarks/multitask.py --seeds 0 1 2 --parallel 2                  # the full benchmark (hours)
+    python benchmarks/multitask.py --quick                                     # pipeline check: ~minutes on CPU
+    python benchmarks/multitask.py --tasks codeio,robotics --steps 20 --arms astor joint --seeds 0
+
+Arms (`--arms`, default all):
+    astor               tasks.schedule=astor (utility quotas, prompt priority, adaptive per-task KL)
+    joint               tasks.schedule=joint (uniform mix)
+    curriculum          tasks.schedule=curriculum (tasks in order, equal steps)
+    no_task_quotas      astor with tasks.astor.task_quotas=false      (ablation: no task allocation)
+    no_prompt_priority  astor with tasks.astor.prompt_priority=false  (ablation: uniform prompts within a task)
+    no_adaptive_kl      astor with tasks.astor.adaptive_kl=false      (ablation: beta_k = beta_base,k)
+    shared_beta         astor with tasks.astor.shared_beta=true       (ablation: one beta for every task)
+    specialists         one single-task run per task (tasks.tasks=[k]); rows: "best specialist" (per task the best
+                        specialist's score on it, every specialist evaluated on every task) and "merging" (the
+                        specialists' task vectors averaged: python -m densecode.domains.multi.merge, then evaluated)
+
+Same total samples per arm: a multi-task arm trains --steps steps of --batch-size prompts; each of the K specialists
+trains --steps steps of --batch-size/K prompts (the K of them together: the same prompts and samples; merging reuses
+them). Samples per prompt: 1 (PPO) or algo.grpo.group_size (GRPO) in every arm.
+
+Resumable: an arm whose run has its last eval is reused; a run that stopped early continues with --resume; finished
+evals (merged model, specialists on every task) are reused. Results go to --out: multitask.json (every run's
+numbers), multitask.md (the table, also printed) and multitask.png (per-task held-out score per arm, and the
+average; mean +- sd over seeds). Records for benchmarks/run_all.py (RESULTS.md) go to $DENSECODE_BENCH_JSON or --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_TASKS = "codegen,codeio,testgen,commitmsg,robotics"
+QUICK_TASKS = "codeio,commitmsg"
+MULTI_ARMS: dict[str, list[str]] = {
+    "astor": ["tasks.schedule=astor"],
+    "joint": ["tasks.schedule=joint"],
+    "curriculum": ["tasks.schedule=curriculum"],
+    "no_task_quotas": ["tasks.schedule=astor", "tasks.astor.task_quotas=false"],
+    "no_prompt_priority": ["tasks.schedule=astor", "tasks.astor.prompt_priority=false"],
+    "no_adaptive_kl": ["tasks.schedule=astor", "tasks.astor.adaptive_kl=false"],
+    "shared_beta": ["tasks.schedule=astor", "tasks.astor.shared_beta=true"],
+}
+ARMS = (*MULTI_ARMS, "specialists")
+ROWS = ("base", *MULTI_ARMS, "best_specialist", "merging")  # table rows (base: the model before training)
+LABELS = {"base": "base model (step 0)", "best_specialist": "best specialist per task",
+          "merging": "merging (specialists' task vectors averaged)"}
+
+# The config every run starts from (written to <workdir>/base.yaml); --set changes it for every run.
+BASE_CONFIG = {
+    "domain": "multi",
+    "model": {"name_or_path": "densecode-tiny", "dtype": "float32", "value_model": "separate"},
+    "lora": {"enabled": False},
+    # One rollout call samples every task: no shared stop strings (codeio/commitmsg stop at a newline, code does
+    # not); evals use each domain's own stops. Responses end at EOS or max_new_tokens in training.
+    "generation": {"max_new_tokens": 128, "temperature": 1.0, "top_p": 0.95, "grammar": "off", "stop": [],
+                   "batch_size": 32},
+    "reward": {"mode": "dense", "code_regions": "auto"},
+    "algo": {"name": "ppo", "num_minibatches": 2, "max_grad_norm": 1.0,
+             "ppo": {"epochs": 1, "gamma": 1.0, "lam": 0.95, "clip_eps": 0.2, "value_clip": 0.3, "vf_coef": 1.0,
+                     "whiten_advantages": True, "vf_lr": 5.0e-4, "adaptive_kl": False},
+             "grpo": {"group_size": 4}},
+    "train": {"lr": 2.0e-5, "log_every": 1, "num_threads": 1},
+}
+QUICK = {"steps": 2, "batch_size": 4, "eval_tasks": 2, "seeds": [0], "max_new_tokens": 16, "save_every": 1,
+         "extra": ["tasks.astor.synergy_every=1", "tasks.astor.pool_size=8", "generation.batch_size=8"]}
+
+
+# ------------------------------------------------------------------ plan
+
+
+@dataclass
+class Run:
+    """One `densecode train` run: an arm (or one task's specialist) at one seed."""
+
+    arm: str  # a MULTI_ARMS key, or "specialist:<task>"
+    seed: int
+    tasks: list[str]
+    batch_size: int
+    sets: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm.replace(':', '-')}-seed{self.seed}"
+
+
+def plan_runs(args) -> list[Run]:
+    runs = []
+    for seed in args.seeds:
+        for arm in args.arms:
+            if arm == "specialists":
+                k = len(args.tasks)
+                runs += [Run(f"specialist:{t}", seed, [t], max(1, args.batch_size // k), ["tasks.schedule=joint"])
+                         for t in args.tasks]
+            else:
+                runs.append(Run(arm, seed, list(args.tasks), args.batch_size, list(MULTI_ARMS[arm])))
+    return runs
+
+
+PER_TASK = ("options", "reward_weights", "task_weights", "kl_beta")  # tasks.<key>: task -> value mappings
+
+
+def split_per_task_sets(args) -> None:
+    """Resolve the user's per-task mappings (tasks.options.<task>, tasks.kl_beta.<task>, ...) once, so each run gets
+    only its own tasks' entries (a specialist's config may not name the other tasks)."""
+    from densecode.config import load_config
+
+    cfg = load_config(args.base_config, ["domain=multi", f"tasks.tasks=[{','.join(args.tasks)}]", *args.sets])
+    args.per_task = {k: dict(getattr(cfg.tasks, k)) for k in PER_TASK}
+    prefixes = tuple(f"tasks.{k}" for k in PER_TASK)
+    args.sets = [s for s in args.sets if not s.split("=", 1)[0].strip().startswith(prefixes)]
+
+
+def overrides(run: Run, args) -> list[str]:
+    """The --set list of a run: the benchmark's budget, the algorithm's defaults here, the arm's switches, the
+    user's --set (its per-task mappings cut to the run's tasks)."""
+    sets = [f"tasks.tasks=[{','.join(run.tasks)}]", f"train.seed={run.seed}", f"train.batch_size={run.batch_size}",
+            f"train.eval_tasks={args.eval_tasks}", f"train.eval_every={args.steps}",
+            f"train.save_every={args.save_every}", f"generation.max_new_tokens={args.max_new_tokens}", *args.extra]
+    if args.algo == "grpo":
+        # GRPO: beta_k acts in the loss (tasks.kl_beta, algo.grpo.beta), not in the reward. Group advantages on the
+        # per-token mean reward: codeio, testgen and commitmsg report no verifiable outcome (info["outcome"]) for
+        # sequence_reward=outcome. The user's --set can change both.
+        sets += ["reward.weights.kl=0", "algo.grpo.sequence_reward=mean"]
+    sets += [*run.sets, *args.sets]
+    for key, mapping in args.per_task.items():
+        mine = {t: v for t, v in mapping.items() if t in run.tasks}
+        if mine:
+            sets.append(f"tasks.{key}={json.dumps(mine)}")
+    return sets
+
+
+def train_argv(run: Run, args, run_dir: Path, resume: bool) -> list[str]:
+    argv = ["train", "--config", str(args.base_config), "--domain", "multi", "--model", args.model, "--algo",
+            args.algo, "--output-dir", str(run_dir), "--no-progress", "--steps", str(args.steps)]
+    for s in overrides(run, args):
+        argv += ["--set", s]
+    return argv + (["--resume", str(run_dir)] if resume else [])
+
+
+# ------------------------------------------------------------------ reading runs
+
+
+def eval_records(run_dir: Path) -> dict[int, dict]:
+    """Eval records by step (a resumed run's later record for a step wins)."""
+    path = run_dir / "metrics.jsonl"
+    out: dict[int, dict] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a kill
+                continue
+            if rec.get("kind") == "eval":
+                out[int(rec["step"])] = rec
+    return out
+
+
+def finished(run_dir: Path, steps: int) -> bool:
+    return steps in eval_records(run_dir) and (run_dir / "checkpoints" / "latest").is_file()
+
+
+def headline(task: str, metrics: dict, prefix: str = "eval/") -> float:
+    """A task's held-out score from eval metrics: its domain's headline metric (the multi domain's rule)."""
+    from densecode.domains.registry import get_domain_class
+
+    cls = get_domain_class(task)
+    for key in (cls.headline_metric, "success_rate", "score"):
+        if f"{prefix}{task}/{key}" in metrics:
+            return float(metrics[f"{prefix}{task}/{key}"])
+    raise SystemExit(f"no held-out score for task {task} in {sorted(metrics)[:8]}...: did the eval run?")
+
+
+# ------------------------------------------------------------------ running
+
+
+def check_same_settings(run: Run, args, run_dir: Path) -> None:
+    """A run folder made with other settings (another --batch-size, --set, model...) is not reused silently."""
+    import yaml
+
+    from densecode.config import load_config, to_dict
+
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return
+    want = to_dict(load_config(args.base_config, ["domain=multi", *overrides(run, args),
+                                                  f"model.name_or_path={args.model}", f"algo.name={args.algo}",
+                                                  f"train.output_dir={run_dir}", f"train.steps={args.steps}"]))
+    have = yaml.safe_load(saved.read_text())
+    for cfg in (want, have):
+        cfg.get("train", {}).pop("steps", None)  # more steps continue a run
+    if want != have:
+        diff = sorted(f"{sec}.{k}" for sec in set(want) | set(have) if isinstance(want.get(sec), dict)
+                      for k in set(want[sec]) | set(have.get(sec) or {})
+                      if want[sec].get(k) != (have.get(sec) or {}).get(k))
+        raise SystemExit(f"{run_dir} was trained with other settings ({', '.join(diff) or 'config'} differ): "
+                         "use another --workdir, or the same arguments as before")
+
+
+def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
+    """Every unfinished run: in this process one at a time (--in-process) or `--parallel` subprocesses."""
+    todo = []
+    for run in runs:
+        d = workdir / run.name
+        check_same_settings(run, args, d)
+        if finished(d, args.steps):
+            bar.update(1)
+            continue
+        from densecode.cli.train import _holds_a_run
+
+        todo.append((run, d, _holds_a_run(d)))
+    if args.in_process:
+        from densecode.cli import main as cli_main
+
+        for run, d, resume in todo:
+            bar.set_postfix_str(run.name)
+            rc = cli_main(train_argv(run, args, d, resume))
+            if rc != 0 or not finished(d, args.steps):
+                raise SystemExit(f"training run {run.name} failed (exit {rc}); rerun to resume it")
+            bar.update(1)
+        return
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), TOKENIZERS_PARALLELISM="false")
+    running: list[tuple[subprocess.Popen, Run, Path]] = []
+    failed = []
+    while todo or running:
+        while todo and len(running) < max(1, args.parallel):
+            run, d, resume = todo.pop(0)
+            cmd = [sys.executable, "-m", "densecode.cli", *train_argv(run, args, d, resume)]
+            d.parent.mkdir(parents=True, exist_ok=True)
+            with open(workdir / f"{run.name}.log", "a") as log:  # the child keeps its own copy of the handle
+                log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+                log.flush()
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            running.append((proc, run, d))
+            bar.set_postfix_str(", ".join(r.name for _, r, _ in running))
+        time.sleep(0.5)
+        for item in list(running):
+            proc, run, d = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            bar.update(1)
+            if proc.returncode != 0 or not finished(d, args.steps):
+                failed.append(run.name)
+                bar.write(f"training run {run.name} failed (exit {proc.returncode}); log: {workdir / run.name}.log")
+    if failed:
+        raise SystemExit(f"{len(failed)} run(s) failed: {', '.join(failed)}; rerun the same command to resume them")
+
+
+def final_model(run_dir: Path) -> Path:
+    from densecode.rl.trainer import resolve_checkpoint
+
+    return resolve_checkpoint(run_dir) / "model"
+
+
+def evaluate_model(model_dir: Path, run: Run, args, out_json: Path) -> dict:
+    """Held-out metrics of a model on all the benchmark's tasks, by the trainer's own eval (MultiDomain.evaluate,
+    the same tasks, n and seed as the training runs' evals). Reused when out_json exists."""
+    if out_json.is_file():
+        return json.loads(out_json.read_text())
+    import torch
+    from accelerate.utils import set_seed
+
+    from densecode.config import load_config
+    from densecode.domains import build_domain
+    from densecode.models import load_model_and_tokenizer
+
+    cfg = load_config(args.base_config, ["domain=multi", *overrides(run, args), f"model.name_or_path={model_dir}"])
+    torch.set_num_threads(max(1, cfg.train.num_threads))
+    set_seed(cfg.train.seed)
+    domain = build_domain(cfg)
+    domain.prepare()
+    model, tokenizer = load_model_and_tokenizer(cfg.model, None, for_training=False)
+    model.eval()
+    metrics = {f"eval/{k}": float(v) for k, v in domain.evaluate(model, tokenizer, n=cfg.train.eval_tasks,
+                                                                 seed=cfg.train.seed).items()}
+    tmp = out_json.with_name(f".tmp-{out_json.name}")
+    tmp.write_text(json.dumps(metrics, indent=1))
+    os.replace(tmp, out_json)
+    return metrics
+
+
+def merge_specialists(seed: int, args, workdir: Path) -> Path:
+    """python -m densecode.domains.multi.merge over this seed's specialists (reused when done)."""
+    out = workdir / f"merged-seed{seed}"
+    if (out / "config.json").is_file():
+        return out
+    from densecode.domains.multi.merge import main as merge_main
+
+    specs = [str(final_model(workdir / Run(f"specialist:{t}", seed, [t], 1).name)) for t in args.tasks]
+    tmp = workdir / f".tmp-merged-seed{seed}"
+    if merge_main([*specs, "--base", args.model, "--out", str(tmp)]) != 0:
+        raise SystemExit(f"merging the specialists of seed {seed} failed")
+    os.replace(tmp, out)
+    return out
+
+
+# ------------------------------------------------------------------ results
+
+
+def collect(args, workdir: Path, bar) -> dict:
+    """Per row, per seed: {task: score, ..., "average": mean}; plus each run's own eval metrics."""
+    tasks = args.tasks
+    scores: dict[str, dict[int, dict[str, float]]] = {row: {} for row in ROWS}
+    runs_out: dict[str, dict] = {}
+
+    def row_of(metrics: dict) -> dict[str, float]:
+        per = {t: headline(t, metrics) for t in tasks}
+        return {**per, "average": statistics.fmean(per.values())}
+
+    for seed in args.seeds:
+        for arm in (a for a in args.arms if a in MULTI_ARMS):
+            d = workdir / Run(arm, seed, tasks, 1).name
+            evals = eval_records(d)
+            scores[arm][seed] = row_of(evals[args.steps])
+            runs_out[d.name] = {"first": evals[min(evals)], "last": evals[args.steps]}
+            if seed not in scores["base"] and min(evals) == 0:
+                scores["base"][seed] = row_of(evals[0])  # every arm's step-0 eval is the same model
+        if "specialists" not in args.arms:
+            continue
+        cross = {}
+        for t in tasks:
+            run = Run(f"specialist:{t}", seed, [t], 1)
+            d = workdir / run.name
+            evals = eval_records(d)
+            runs_out[d.name] = {"first": evals[min(evals)], "last": evals[args.steps]}
+            bar.set_postfix_str(f"eval {run.name} on every task")
+            cross[t] = evaluate_model(final_model(d), Run("eval", seed, tasks, args.batch_size), args,
+                                      workdir / f"{run.name}.eval-all-tasks.json")
+            bar.update(1)
+        best = {t: max(headline(t, cross[s]) for s in tasks) for t in tasks}
+        scores["best_specialist"][seed] = {**best, "average": statistics.fmean(best.values())}
+        runs_out[f"best_specialist-seed{seed}"] = {
+            # on a tie the task's own specialist
+            "which": {t: max(tasks, key=lambda s: (headline(t, cross[s]), s == t)) for t in tasks},
+            "cross": {s: {t: headline(t, cross[s]) for t in tasks} for s in tasks}}
+        bar.set_postfix_str(f"merge + eval seed {seed}")
+        merged = evaluate_model(merge_specialists(seed, args, workdir), Run("eval", seed, tasks, args.batch_size),
+                                args, workdir / f"merged-seed{seed}.eval.json")
+        scores["merging"][seed] = row_of(merged)
+        bar.update(1)
+    return {"scores": {r: v for r, v in scores.items() if v}, "runs": runs_out}
+
+
+def mean_sd(xs: list[float]) -> tuple[float, float]:
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def fmt(xs: list[float]) -> str:
+    m, s = mean_sd(xs)
+    return f"{m:.3f}" if len(xs) == 1 else f"{m:.3f} ± {s:.3f}"
+
+
+def samples_per_arm(args, spp: int) -> dict[str, int]:
+    multi = args.steps * args.batch_size * spp
+    spec = len(args.tasks) * args.steps * max(1, args.batch_size // len(args.tasks)) * spp
+    out = {r: multi for r in MULTI_ARMS}
+    out.update(base=0, best_specialist=spec, merging=spec)
+    return out
+
+
+def render_table(result: dict, args) -> str:
+    cols = [*args.tasks, "average"]
+    lines = [f"| arm | {' | '.join(cols)} | seeds | training samples |", "|---" * (len(cols) + 3) + "|"]
+    for row, per_seed in result["scores"].items():
+        cells = [fmt([per_seed[s][c] for s in per_seed]) for c in cols]
+        lines.append(f"| {LABELS.get(row, row)} | {' | '.join(cells)} | {len(per_seed)} | "
+                     f"{result['samples'][row]:,} |")
+    return "\n".join(lines)
+
+
+def write_plot(result: dict, args, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = list(result["scores"])
+    cols = [*args.tasks, "average"]
+    width = 0.8 / len(rows)
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cols) * max(1, len(rows) / 5)), 4.8))
+    x = np.arange(len(cols))
+    top = 0.0
+    for i, row in enumerate(rows):
+        per_seed = result["scores"][row]
+        stats = [mean_sd([per_seed[s][c] for s in per_seed]) for c in cols]
+        ax.bar(x + (i - (len(rows) - 1) / 2) * width, [m for m, _ in stats], width,
+               yerr=[s for _, s in stats] if len(per_seed) > 1 else None, capsize=2, label=LABELS.get(row, row))
+        top = max([top, *(m + s for m, s in stats)])
+    ax.set_ylim(0, max(0.05, 1.25 * top))  # scores are in [0, 1]; room for the legend
+    ax.set_xticks(x, cols)
+    ax.set_ylabel("held-out score (each task's headline metric)")
+    ax.set_title(f"{result['title']}\nmean ± sd over seeds {args.seeds}", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def emit_records(result: dict, args, command: str) -> None:
+    from densecode.eval.bench_records import emit, figure
+
+    sc = result["scores"]
+    shown = args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out
+
+    def avg(row):
+        return mean_sd([v["average"] for v in sc[row].values()])[0] if row in sc else None
+
+    budget = "quick budget, pipeline check" if args.quick else f"{args.steps} steps"
+    recs = []
+    if avg("astor") is not None:
+        for other in ("joint", "best_specialist"):
+            if avg(other) is not None:
+                recs.append(figure(f"multitask held-out average score, ASTOR vs {other.replace('_', ' ')} "
+                                   f"({','.join(args.tasks)}; {budget})", avg("astor"), "score",
+                                   baseline=LABELS.get(other, other), baseline_value=avg(other),
+                                   note=f"seeds {args.seeds}, {args.model}; table: {shown}/multitask.md"))
+    emit(recs, args.json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from densecode.errors import DensecodeError
+
+    try:
+        return _main(argv)
+    except DensecodeError as exc:  # a bad --set, task or model: one line, exit 2 (finished runs stay reusable)
+        print(f"multitask benchmark: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--tasks", default=None, help=f"comma-separated domains (default {DEFAULT_TASKS}; --quick: "
+                                                  f"{QUICK_TASKS})")
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS, metavar="ARM",
+                   help=f"arms to run (default all: {' '.join(ARMS)})")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0 1 2 (--quick: 0)")
+    p.add_argument("--model", default="densecode-tiny", help="base model of every arm (default: the embedded model)")
+    p.add_argument("--algo", choices=("ppo", "grpo"), default="ppo")
+    p.add_argument("--steps", type=int, default=None, help="training steps per run (default 60; --quick: 2)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="prompts per step of a multi-task arm (default 20; --quick: 4); a specialist gets 1/K")
+    p.add_argument("--eval-tasks", type=int, default=None, help="held-out tasks per task (default 64; --quick: 2)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default 128 (--quick: 16)")
+    p.add_argument("--save-every", type=int, default=None, help="checkpoint interval (default 10; --quick: 1)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for every run (e.g. tasks.kl_beta={codegen: 0.1})")
+    p.add_argument("--workdir", default=None, help="run folders (default runs/multitask_bench[_quick])")
+    p.add_argument("--out", default=None, help="where multitask.{json,md,png} go (default benchmarks/results/"
+                                               "multitask; --quick: the workdir)")
+    p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
+    p.add_argument("--in-process", action="store_true",
+                   help="run each training in this process (one at a time; same code path as the CLI)")
+    p.add_argument("--quick", action="store_true", help="tiny budget: 2 steps, 2 tasks, 1 seed (pipeline check)")
+    p.add_argument("--json", default=os.environ.get("DENSECODE_BENCH_JSON"), help="run_all records file")
+    args = p.parse_args(argv)
+    command = "python benchmarks/multitask.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+
+    q = args.quick
+    args.tasks = [t.strip() for t in (args.tasks or (QUICK_TASKS if q else DEFAULT_TASKS)).split(",") if t.strip()]
+    args.seeds = args.seeds if args.seeds is not None else (QUICK["seeds"] if q else [0, 1, 2])
+    args.steps = args.steps or (QUICK["steps"] if q else 60)
+    args.batch_size = args.batch_size or (QUICK["batch_size"] if q else 20)
+    args.eval_tasks = args.eval_tasks or (QUICK["eval_tasks"] if q else 64)
+    args.max_new_tokens = args.max_new_tokens or (QUICK["max_new_tokens"] if q else 128)
+    args.save_every = args.save_every if args.save_every is not None else (QUICK["save_every"] if q else 10)
+    args.extra = list(QUICK["extra"]) if q else []
+    if len(args.tasks) < 2 or len(set(args.tasks)) != len(args.tasks):
+        p.error(f"--tasks: name at least two different tasks (got {args.tasks})")
+    if args.batch_size < len(args.tasks):
+        p.error(f"--batch-size {args.batch_size} < {len(args.tasks)} tasks: every task needs a prompt per step")
+    workdir = Path(args.workdir or ROOT / ("runs/multitask_bench_quick" if q else "runs/multitask_bench")).resolve()
+    args.out = Path(args.out or (workdir if q else ROOT / "benchmarks/results/multitask")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    from densecode.domains.registry import get_domain_class
+
+    for t in args.tasks:
+        get_domain_class(t)  # an unknown task fails here, before any training
+    base = json.loads(json.dumps(BASE_CONFIG))
+    args.base_config = workdir / "base.yaml"
+    args.base_config.write_text(yaml.safe_dump(base, sort_keys=False))
+    split_per_task_sets(args)
+
+    from tqdm.auto import tqdm
+
+    runs = plan_runs(args)
+    n_evals = (len(args.tasks) + 1) * len(args.seeds) if "specialists" in args.arms else 0
+    bar = tqdm(total=len(runs) + n_evals, desc="multitask benchmark", unit="job", dynamic_ncols=True)
+    t0 = time.perf_counter()
+    try:
+        run_training(runs, args, workdir, bar)
+        result = collect(args, workdir, bar)
+    finally:
+        bar.close()
+    from densecode.config import load_config
+
+    cfg = load_config(args.base_config, ["domain=multi", f"algo.name={args.algo}", *args.sets])
+    spp = cfg.algo.grpo.group_size if args.algo == "grpo" else 1
+    result.update(samples=samples_per_arm(args, spp), command=command, seeds=args.seeds, tasks=args.tasks,
+                  model=args.model, algo=args.algo, steps=args.steps, batch_size=args.batch_size,
+                  eval_tasks=args.eval_tasks, quick=q, wall_s=round(time.perf_counter() - t0, 1),
+                  title=f"multitask ({args.algo}, {args.model}, {args.steps} steps x {args.batch_size} prompts, "
+                        f"{args.eval_tasks} held-out tasks per task)")
+    table = render_table(result, args)
+    (args.out / "multitask.json").write_text(json.dumps(result, indent=1))
+    md = [f"# {result['title']}", "", f"`{command}`", "",
+          ("Held-out score per task (its domain's headline metric, greedy), mean ± sd over seeds "
+           f"{args.seeds}; average = mean over tasks."), "", table, ""]
+    (args.out / "multitask.md").write_text("\n".join(md))
+    write_plot(result, args, args.out / "multitask.png")
+    emit_records(result, args, command)
+    print(table)
+    print(f"\nwrote {args.out / 'multitask.md'}, multitask.json, multitask.png (runs in {workdir})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

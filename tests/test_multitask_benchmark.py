@@ -1,0 +1,115 @@
+"""benchmarks/multitask.py end to end at its --quick budget on two toy tasks and a tiny random model: every arm is a
+real `densecode train` run (in-process), the merged and specialist evals use the trainer's eval, the outputs are
+written, a second call reuses everything, and a run cut short is continued with --resume."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+import test_multitask  # noqa: F401  (registers the toy-a / toy-b domains)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("multitask_bench", ROOT / "benchmarks" / "multitask.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _argv(tiny_model_dir, tmp_path):
+    return ["--quick", "--in-process", "--tasks", "toy-a,toy-b", "--model", str(tiny_model_dir),
+            "--workdir", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--json", str(tmp_path / "rec.json"),
+            "--set", "tasks.options={toy-a: {word: x}, toy-b: {word: y}}", "--set", "reward.code_regions=completion",
+            "--max-new-tokens", "6"]
+
+
+def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    import densecode.cli
+
+    bench = _bench()
+    calls = []
+    real_main = densecode.cli.main
+    monkeypatch.setattr(densecode.cli, "main", lambda argv: calls.append(argv) or real_main(argv))
+    assert bench.main(_argv(tiny_model_dir, tmp_path)) == 0
+    work, out = tmp_path / "work", tmp_path / "out"
+    arms = [*bench.MULTI_ARMS, "specialist-toy-a", "specialist-toy-b"]
+    assert len(calls) == len(arms) and all("--resume" not in c for c in calls)
+    for arm in bench.MULTI_ARMS:  # each arm's switch reached its run's config
+        cfg = (work / f"{arm}-seed0" / "config.yaml").read_text()
+        for s in bench.MULTI_ARMS[arm]:
+            key, value = s.split("=")
+            assert f"{key.split('.')[-1]}: {value}" in cfg, (arm, s)
+
+    result = json.loads((out / "multitask.json").read_text())
+    scores = result["scores"]
+    assert set(scores) == set(bench.ROWS)
+    # Every arm's numbers are its own run's last held-out eval (the domain's headline metric, success_rate).
+    for arm in bench.MULTI_ARMS:
+        last = bench.eval_records(work / f"{arm}-seed0")[2]
+        row = scores[arm]["0"]
+        assert row["toy-a"] == last["eval/toy-a/success_rate"] and row["toy-b"] == last["eval/toy-b/success_rate"]
+        assert row["average"] == pytest.approx(statistics.fmean([row["toy-a"], row["toy-b"]]))
+        assert row["average"] == pytest.approx(last["eval/average/score"])
+    # A specialist evaluated on every task by the benchmark scores its own task as its training run's eval did.
+    cross = result["runs"]["best_specialist-seed0"]["cross"]
+    for t in ("toy-a", "toy-b"):
+        own = bench.eval_records(work / f"specialist-{t}-seed0")[2][f"eval/{t}/success_rate"]
+        assert cross[t][t] == own
+        assert scores["best_specialist"]["0"][t] == max(cross[s][t] for s in cross)
+    # The merged model is the specialists' average (task vectors with weights 1/2 each).
+    from safetensors.torch import load_file
+
+    merged = load_file(work / "merged-seed0" / "model.safetensors")
+    specs = [load_file(bench.final_model(work / f"specialist-{t}-seed0") / "model.safetensors")
+             for t in ("toy-a", "toy-b")]
+    name = next(k for k in merged if merged[k].is_floating_point() and merged[k].dim() == 2)
+    assert (merged[name] - (specs[0][name] + specs[1][name]) / 2).abs().max() < 1e-5
+    md = (out / "multitask.md").read_text()
+    assert "| astor |" in md and "| best specialist per task |" in md and "toy-b" in md
+    assert (out / "multitask.png").stat().st_size > 0
+    records = json.loads((tmp_path / "rec.json").read_text())
+    assert {r["baseline"] for r in records} == {"joint", "best specialist per task"}
+    assert "| astor |" in capsys.readouterr().out
+
+    # A second call trains nothing and gives the same table.
+    calls.clear()
+    assert bench.main(_argv(tiny_model_dir, tmp_path)) == 0
+    assert calls == [] and json.loads((out / "multitask.json").read_text())["scores"] == scores
+
+    # A run cut short (its last checkpoint and eval lost) continues from its checkpoint with --resume.
+    run = work / "joint-seed0"
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    kept = [ln for ln in lines if json.loads(ln)["step"] <= 1 and not (json.loads(ln)["kind"] == "eval"
+                                                                       and json.loads(ln)["step"] == 2)]
+    (run / "metrics.jsonl").write_text("".join(ln + "\n" for ln in kept))
+    (run / "checkpoints" / "latest").write_text("step-000001")
+    import shutil
+
+    shutil.rmtree(run / "checkpoints" / "step-000002")
+    assert bench.main(_argv(tiny_model_dir, tmp_path)) == 0
+    assert len(calls) == 1 and calls[0][-2:] == ["--resume", str(run)]
+    assert 2 in bench.eval_records(run)
+
+    # Other settings in the same workdir are refused rather than mixed with the finished runs.
+    with pytest.raises(SystemExit, match=r"other settings \(.*train.batch_size"):
+        bench.main([*_argv(tiny_model_dir, tmp_path), "--batch-size", "6"])
+
+
+def test_bad_benchmark_arguments_say_what_to_fix(tmp_path, capsys):
+    bench = _bench()
+    with pytest.raises(SystemExit):
+        bench.main(["--quick", "--tasks", "codeio", "--workdir", str(tmp_path)])
+    assert "at least two different tasks" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--quick", "--batch-size", "1", "--workdir", str(tmp_path)])
+    assert "every task needs a prompt" in capsys.readouterr().err
+    assert bench.main(["--quick", "--workdir", str(tmp_path), "--set", "tasks.astor.flor=0.1"]) == 2
+    assert "flor" in capsys.readouterr().err
