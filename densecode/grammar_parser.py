@@ -32,14 +32,18 @@ length-dependent part, and it runs in C).
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
+import warnings
 
 RELEX_TOKENS = 3
 # Terminals that a longer terminal can start with and run past the token after them.
 _MERGE_STARTS = frozenset({"DEC_NUMBER", "HEX_NUMBER", "OCT_NUMBER", "BIN_NUMBER", "FLOAT_NUMBER", "IMAG_NUMBER",
                            "DOT"})
 _ACCEPTS_CACHE_LIMIT = 200_000
+_OPEN_BRACKETS = frozenset({"LPAR", "LSQB", "LBRACE"})
+_CLOSE_BRACKETS = frozenset({"RPAR", "RSQB", "RBRACE"})
 # Text that lexes as several tokens now but may still become one number (digits, fraction,
 # exponent, imaginary suffix: `1e`, `1e+`, `1_`, `1.5e-`) or an ellipsis (`..`).
 _GROWING = re.compile(r"\.\.|"
@@ -111,6 +115,7 @@ class IncrementalPythonParser:
         self._Shift = _shift_action()
         self._accepts_cache = base_parser.__dict__.setdefault("_densecode_stack_accepts", {})
         self._sequences_cache = base_parser.__dict__.setdefault("_densecode_accept_sequences", {})
+        self._targets_cache = base_parser.__dict__.setdefault("_densecode_for_targets", {})
         self.last_parsed = None
         self.next_ac_terminals: set = set()
         self.reset()
@@ -272,6 +277,51 @@ class IncrementalPythonParser:
                 return k
         return None
 
+    def _for_target_ok(self, post: list, index: int, code: str) -> bool:
+        """Python's verdict on the target of the `for` whose `in` may be post[index].
+
+        The grammar lets any expression be a `for` target; Python only names, attributes,
+        subscripts, starred targets and tuples/lists of them (`for len(x) in` is "cannot assign
+        to function call"). At the first `in` after a `for` at the same bracket depth, the
+        text between them is checked by CPython's parser (cached), as a `for` statement's
+        target or a comprehension's; any other `in` is a comparison and is not checked.
+        """
+        depth = 0
+        for j in range(index - 1, -1, -1):
+            ttype = post[j].type
+            if ttype in _CLOSE_BRACKETS:
+                depth += 1
+            elif ttype in _OPEN_BRACKETS:
+                depth -= 1
+                if depth < 0:
+                    return True
+            elif depth == 0 and ttype in ("_NL", "_INDENT", "_DEDENT", "IN"):
+                return True  # a new statement, or the `for`'s own `in` came earlier: a comparison
+            elif depth == 0 and ttype == "FOR":
+                break
+        else:
+            return True
+        before = j - 1
+        if before >= 0 and post[before].type == "ASYNC":
+            before -= 1
+        statement = before < 0 or post[before].type in ("_NL", "_INDENT", "_DEDENT")
+        text = code[post[j].end_pos:post[index].start_pos]
+        key = (statement, text)
+        found = self._targets_cache.get(key)
+        if found is None:
+            probe = f"for{text} in _: pass\n" if statement else f"(_ for{text} in _)\n"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ast.parse(probe)
+                found = True
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                found = False
+            if len(self._targets_cache) > _ACCEPTS_CACHE_LIMIT:
+                self._targets_cache.clear()
+            self._targets_cache[key] = found
+        return found
+
     def _accepts_all(self, stacks) -> frozenset:
         """The terminals some reading accepts."""
         if len(stacks) == 1:
@@ -335,6 +385,7 @@ class IncrementalPythonParser:
         last_parsed = snap.last_parsed
         parse_incomplete = False
         growing_from = None  # start of a number still being typed in pieces (`1e` of `1e3j`)
+        bad_target = False  # a `for` target Python rejects (`for len(x) in`): its `in` is refused
         pos = same
         while pos < len(post):
             token = post[pos]
@@ -360,6 +411,9 @@ class IncrementalPythonParser:
                         indent_level.pop()
                         stacks, _ = self._feed_readings(stacks, dedent_queue.pop())
                         cur_ac, next_ac = next_ac, self._accepts_all(stacks)
+                if token.type == "IN" and not self._for_target_ok(post, pos - 1, code):
+                    bad_target = True
+                    raise KeyError("IN")
                 stacks, read_as = self._feed_readings(stacks, token)
                 if token.type != "_INDENT":
                     finals = read_as
@@ -414,6 +468,8 @@ class IncrementalPythonParser:
 
         self.last_parsed = last_parsed
         cur_ac, next_ac = set(cur_ac), set(next_ac)
+        if bad_target and remainder_state == RemainderState.INCOMPLETE:
+            cur_ac.discard("IN")  # the unfinished `in` is no viable prefix after this target
         next_ac_indents = None
         if remainder_state in (RemainderState.MAYBE_COMPLETE, RemainderState.COMPLETE) and \
                 last_parsed is not None and last_parsed.type == "_NL":
