@@ -364,7 +364,7 @@ class IncrementalPythonParser:
     # ------------------------------------------------------------ the syncode answer
 
     def get_acceptable_next_terminals(self, code: str):
-        from syncode.parse_result import IndentationConstraint, ParseResult, RemainderState
+        from syncode.parse_result import IndentationConstraint, RemainderState
 
         self._lex(code)
         post = self.post
@@ -498,9 +498,7 @@ class IncrementalPythonParser:
         # themselves (slow to build: thousands of objects) are built when a mask reads them.
         if remainder_state == RemainderState.COMPLETE:
             firsts = set(next_ac)
-        elif remainder_state == RemainderState.INCOMPLETE:
-            firsts = set(cur_ac)
-        elif next_ac or len(final_terminals) > 1:
+        elif remainder_state == RemainderState.INCOMPLETE or next_ac or len(final_terminals) > 1:
             firsts = set(cur_ac)
         else:  # syncode pairs the final terminal with a next one, and there is none
             firsts = cur_ac - set(final_terminals)
@@ -577,4 +575,4 @@ def _shift_action():
     return Shift
 
 
-__all__ = ["IncrementalPythonParser", "ParseFailed", "RELEX_TOKENS", "copy"]
+__all__ = ["RELEX_TOKENS", "IncrementalPythonParser", "ParseFailed", "copy"]

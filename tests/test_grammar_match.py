@@ -84,13 +84,13 @@ EDGE_CASES = [
 ]
 
 VALID_PROGRAMS = [
-    "def where(p):\n    match p:\n        case Point(x=0, y=0):\n            return 'origin'\n"
+    ("def where(p):\n    match p:\n        case Point(x=0, y=0):\n            return 'origin'\n"
     "        case Point(x=0, y=y) if y > 0:\n            return f'y={y}'\n"
     "        case [1, *rest] | (2, *rest):\n            return rest\n"
     "        case {'k': [a, b], **kw}:\n            return a + b\n"
     "        case Color.RED as c:\n            return c\n"
     "        case -1 | 1.5 | 2j | 1 - 2j | 'a' 'b' | None | True:\n            pass\n"
-    "        case _:\n            return None\n",
+    "        case _:\n            return None\n"),
     "import re\nmatch = re.match(r'a', 'a')\nif match:\n    case = match.group(0)\n    _ = [case for _ in range(2)]\n",
     "match command.split():\n    case [action]:\n        pass\n    case [action, obj]:\n        pass\n",
 ]
@@ -272,7 +272,7 @@ def test_valid_programs_are_viable_at_every_token_and_unmasked(engine):
     constrain's mask allows every token, and EOS is allowed at the end."""
     from densecode.grammar import GrammarProcessor
 
-    proc, tok = engine
+    _, tok = engine
     checker = GrammarProcessor(tok, "check", code_prefix="none")
     vocab = len(tok)
     rng = random.Random(7)
@@ -305,7 +305,7 @@ def test_check_flags_malformed_match_statements(engine, code, bad_at):
     """check's first rejected token is at (or just after) the first character that makes the code invalid."""
     from densecode.grammar import GrammarProcessor, check_token_ids
 
-    proc, tok = engine
+    _, tok = engine
     assert not _python_accepts(code)
     checker = GrammarProcessor(tok, "check", code_prefix="none")
     ids = tok(code)["input_ids"]

@@ -100,7 +100,7 @@ def test_same_answers_as_syncode_parser_on_every_prefix(engine):
 
 def _growing_number_at_end(parser, code):
     """The multi-token number run (`1e+`, `1_`) ending `code`, as densecode's parser lexes it, or None."""
-    from densecode.grammar_parser import _GROWING, RELEX_TOKENS, _MERGE_STARTS
+    from densecode.grammar_parser import _GROWING, _MERGE_STARTS, RELEX_TOKENS
 
     post = [t for t in parser.post]
     for k in range(max(0, len(post) - RELEX_TOKENS), len(post) - 1):
@@ -177,7 +177,7 @@ def test_cached_fsm_states_equal_syncodes(engine):
     """densecode's incremental, cached `compute_fsm_states` gives syncode's answer on growing remainders."""
     from densecode.grammar import GrammarProcessor
 
-    proc, tok = engine
+    _, tok = engine
     fsms = GrammarProcessor(tok, "check").mask_store._fsms
     assert getattr(fsms, "_densecode_incremental", False)
     original = type(fsms).compute_fsm_states
