@@ -9,7 +9,13 @@ import os
 import pytest
 
 from densecode.embedded import ASSET_DIR, EOS_TOKEN
-from densecode.embedded.corpus import TASK_DOMAINS, Pair, domain_pairs, stdlib_functions
+from densecode.embedded.corpus import (
+    TASK_DOMAINS,
+    Pair,
+    domain_pairs,
+    stdlib_functions,
+    synthetic_function_pairs,
+)
 
 ROUNDTRIP_SAMPLES = [
     "def f(x):\n    return 'café ✓ naïve' + x\n",
@@ -33,6 +39,23 @@ def test_stdlib_corpus_is_clean_and_deterministic(stdlib_sample):
         ast.parse(src)
         assert src.isascii() and "\t" not in src and src.endswith("\n")
         assert src.startswith(("def ", "async def "))
+
+
+def test_synthetic_pairs_are_valid_functions_and_seeded():
+    pairs = synthetic_function_pairs(200, seed=3)
+    assert pairs == synthetic_function_pairs(200, seed=3)
+    assert pairs != synthetic_function_pairs(200, seed=4)
+    for p in pairs:
+        tree = ast.parse(p.prompt + p.response)
+        fn = tree.body[0]
+        assert isinstance(fn, ast.FunctionDef)
+        # The body uses only the function's own parameters (plus locals it binds).
+        params = {a.arg for a in fn.args.args}
+        loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        stores = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        import builtins
+
+        assert loads <= params | stores | set(dir(builtins)) | {"x", "i", "ch", "_"}, p.prompt + p.response
 
 
 def test_domain_pairs_are_distinct_judged_canonical_answers_of_the_split():
@@ -115,18 +138,64 @@ def test_supervised_rows_mask_prompts_and_pack_whole_examples(stdlib_sample):
     assert all(len(ids) == 64 and ids == labels for ids, labels in stream)
 
 
-TINY = {"vocab_size": 300, "n_layer": 1, "n_embd": 32, "n_head": 2, "n_inner": 64, "n_positions": 512, "ctx": 320,
-        "steps": 4, "batch_size": 4, "warmup": 1, "tasks_per_domain": 8, "stdlib_max": 40, "mbpp": False,
-        "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2}
-
-
-def test_tiny_build_produces_loadable_model_and_ships_the_best_validation_checkpoint(tmp_path):
+def test_tiny_build_produces_loadable_model(tmp_path):
     """The whole build in-process at a size that takes seconds (the CLI toy build is slow-marked)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from densecode.embedded.build import BuildRecipe, build, verify_sha256sums
 
-    info = build(BuildRecipe(**TINY), tmp_path, seed=0, progress=False)
+    recipe = BuildRecipe(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=256, ctx=256,
+                         steps=4, batch_size=4, warmup=1, robotics_tasks=40, synthetic_tasks=40, stdlib_max=40,
+                         eval_every=4, robotics_steps=3, robotics_warmup=1)
+    info = build(recipe, tmp_path, seed=0, progress=False)
+    assert info["recipe"]["steps"] == 4 and len(info["eval_losses"]) == 1
+    assert info["corpus"]["robotics_train_tasks"] == 40
+    assert info["robotics_stage"]["steps_run"] == 3 and "robotics" in info["robotics_stage"]["eval_losses"]
+    assert verify_sha256sums(tmp_path) == []
+    assert not (tmp_path / "_stage1").exists()
+    model = AutoModelForCausalLM.from_pretrained(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    assert model.config.vocab_size == len(tok) and model.config.eos_token_id == tok.eos_token_id
+    out = model.generate(**tok(["def task_program():\n"], return_tensors="pt"), max_new_tokens=4, do_sample=False,
+                         pad_token_id=tok.eos_token_id)
+    assert out.shape[1] > 0
+
+
+def test_stage2_from_a_saved_stage1_equals_the_whole_build(tmp_path):
+    """`--stage1 DIR` (stage 2 only) gives the same weights as the two stages in one build."""
+    from dataclasses import replace
+
+    from densecode.embedded.build import BuildRecipe, build, build_from_stage1
+    from densecode.errors import DensecodeError
+
+    recipe = BuildRecipe(vocab_size=300, n_layer=1, n_embd=32, n_head=2, n_inner=64, n_positions=256, ctx=256,
+                         steps=3, batch_size=4, warmup=1, robotics_tasks=30, synthetic_tasks=30, stdlib_max=30,
+                         eval_every=3, robotics_steps=4, robotics_stop_at=2, robotics_warmup=1)
+    build(recipe, tmp_path / "whole", seed=0, progress=False)
+    build(replace(recipe, robotics_steps=0), tmp_path / "stage1", seed=0, progress=False)
+    info = build_from_stage1(recipe, tmp_path / "stage1", tmp_path / "two", seed=0, progress=False)
+    assert info["robotics_stage"]["steps_run"] == 2
+    whole = (tmp_path / "whole" / "model.safetensors").read_bytes()
+    assert (tmp_path / "two" / "model.safetensors").read_bytes() == whole
+    with pytest.raises(DensecodeError, match="another stage-1 recipe"):
+        build_from_stage1(replace(recipe, lr=1e-3), tmp_path / "stage1", tmp_path / "bad", seed=0, progress=False)
+    with pytest.raises(DensecodeError, match="already ran the robotics stage"):
+        build_from_stage1(recipe, tmp_path / "two", tmp_path / "bad", seed=0, progress=False)
+
+
+MULTITASK_TINY = {"vocab_size": 300, "n_layer": 1, "n_embd": 32, "n_head": 2, "n_inner": 64, "n_positions": 512, "ctx": 320,
+        "steps": 4, "batch_size": 4, "warmup": 1, "tasks_per_domain": 8, "stdlib_max": 40, "mbpp": False,
+        "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2}
+
+
+def test_multitask_build_is_loadable_and_keeps_the_best_validation_checkpoint(tmp_path):
+    """The whole build in-process at a size that takes seconds (the CLI toy build is slow-marked)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from densecode.embedded.build import verify_sha256sums
+    from densecode.embedded.build_multitask import MultitaskRecipe, build_multitask
+
+    info = build_multitask(MultitaskRecipe(**MULTITASK_TINY), tmp_path, seed=0, progress=False)
     assert info["recipe"]["steps"] == 4 and len(info["eval_losses"]) == 1
     assert info["corpus"]["items"] == {**{name: 8 for name in TASK_DOMAINS}, "stdlib": 39}
     assert [row["step"] for row in info["selection"]] == [2, 4]
@@ -143,29 +212,35 @@ def test_tiny_build_produces_loadable_model_and_ships_the_best_validation_checkp
     assert out.shape[1] > 0
 
 
-def test_build_selection_does_not_move_the_training_rng(tmp_path):
+def test_multitask_selection_does_not_move_the_training_rng(tmp_path):
     """Validation generation in the middle of training leaves the final weights bit-identical to a build that
     validates only at the end."""
     from dataclasses import replace
 
-    from densecode.embedded.build import BuildRecipe, build
+    from densecode.embedded.build_multitask import MultitaskRecipe, build_multitask
 
-    a = build(BuildRecipe(**TINY), tmp_path / "a", seed=0, progress=False)
-    build(replace(BuildRecipe(**TINY), select_steps=[4]), tmp_path / "b", seed=0, progress=False)
+    a = build_multitask(MultitaskRecipe(**MULTITASK_TINY), tmp_path / "a", seed=0, progress=False)
+    build_multitask(replace(MultitaskRecipe(**MULTITASK_TINY), select_steps=[4]), tmp_path / "b", seed=0, progress=False)
     if a["shipped_step"] != 4:
         pytest.skip("the step-2 checkpoint won the selection; the end weights are not the shipped ones")
     assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
 
 
-def test_build_without_the_mbpp_file_names_the_fix(tmp_path, capsys, monkeypatch):
+def test_multitask_build_without_the_mbpp_file_names_the_fix(tmp_path, capsys, monkeypatch):
     from densecode.cli import build_model, main
 
     monkeypatch.setattr(build_model, "MBPP_DEFAULTS", (tmp_path / "absent.jsonl",))
-    assert main(["build-model", "--out", str(tmp_path / "m"), "--steps", "2"]) == 2
+    assert main(["build-model", "--recipe", "multitask", "--out", str(tmp_path / "m"), "--steps", "2"]) == 2
     err = capsys.readouterr().err
     assert "--mbpp PATH" in err and "--no-mbpp" in err
-    assert main(["build-model", "--out", str(tmp_path / "m"), "--mbpp", str(tmp_path / "nope.jsonl")]) == 2
+    assert main(["build-model", "--recipe", "multitask", "--out", str(tmp_path / "m"), "--mbpp",
+                 str(tmp_path / "nope.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
+    # The experimental recipe never overwrites the shipped asset, and the tiny recipe refuses its flags.
+    assert main(["build-model", "--recipe", "multitask", "--no-mbpp"]) == 2
+    assert "does not replace the shipped asset" in capsys.readouterr().err
+    assert main(["build-model", "--out", str(tmp_path / "m"), "--no-mbpp"]) == 2
+    assert "--recipe multitask only" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
 
 
@@ -277,18 +352,12 @@ def test_shipped_model_writes_parseable_robot_programs(shipped):
 
 @pytest.mark.slow
 def test_shipped_model_held_out_quality(shipped):
-    """The documented targets before RL, on 300 held-out tasks of each of the five domains: a real skill with room
-    to learn (15-70% success, greedy and at the training temperature), robotics greedy >= 0.42, and code answers that
-    parse (>= 90%)."""
+    """The documented targets before RL, on 300 held-out RoboSim tasks."""
     from densecode.embedded.quality import markdown_table, measure
 
     model, tok = shipped
-    results = measure(model, tok, n_tasks=300, seed=0, progress=False)
+    results = measure(model, tok, tasks=("robotics",), n_tasks=300, seed=0, progress=False)
     print(markdown_table(results))
-    assert set(results) == set(TASK_DOMAINS)
-    for name, per in results.items():
-        for label, s in per.items():
-            assert 0.15 <= s["success"] <= 0.70, (name, label, s)
-            if name in ("codegen", "codeio", "testgen"):
-                assert s["parses"] >= 0.90, (name, label, s)
-    assert results["robotics"]["greedy"]["success"] >= 0.42
+    for label, s in results["robotics"].items():
+        assert s["parses"] >= 0.90, (label, s)
+        assert 0.10 <= s["success"] <= 0.60, (label, s)

@@ -1,11 +1,13 @@
 """Offline training material for densecode-tiny.
 
-Sources, all on this machine (no network):
+Sources, all reproducible on any machine without a network:
 - `stdlib_functions`: short, clean functions from the running interpreter's own
   standard library (general Python: indentation, idioms, names);
-- `domain_pairs`: the train splits of the five task domains (robotics, codegen, codeio, testgen,
-  commitmsg) with their canonical answers, in the prompt format training and eval use;
-- `mbpp_pairs`: MBPP's train split (task ids 601-974), when its file is given.
+- `robotics_pairs`: the RoboSim generator's training split as (prompt, response)
+  pairs in the exact format `densecode train --domain robotics` uses;
+- `synthetic_function_pairs`: small docstring -> body tasks for the `code` domain;
+- for the five-task recipe (`densecode build-model --recipe multitask`): `domain_pairs`, the train splits of the
+  task domains with their canonical answers, and `mbpp_pairs`, MBPP's train split (task ids 601-974).
 
 A narrow corpus in the target format matters far more than volume at this size
 (see docs/probes.md), so the stdlib part is filtered hard and only mixed in.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import os
+import random
 import sysconfig
 import textwrap
 from dataclasses import dataclass
@@ -35,7 +38,7 @@ class Pair:
 
     prompt: str
     response: str
-    source: str  # the domain it comes from, or "mbpp"
+    source: str  # "robotics" | "code", or a task domain or "mbpp" in the multitask recipe
 
 
 def stdlib_root() -> Path:
@@ -93,6 +96,127 @@ def stdlib_functions(root: Path | None = None, *, min_lines: int = 3, max_lines:
                 continue
             seen.add(src)
             out.append(src)
+    return out
+
+
+def robotics_pairs(split: str = "train", n: int | None = None, seed: int = 0) -> list[Pair]:
+    """RoboSim generator tasks as prompt/response pairs (prompt ends with `def task_program():\\n`)."""
+    try:
+        from densecode_robosim.tasks import generate_tasks
+    except ImportError as exc:  # pragma: no cover - robosim ships with densecode
+        from densecode.errors import DensecodeError
+
+        raise DensecodeError(
+            f"cannot import the RoboSim task generator ({exc}); reinstall densecode with `pip install -e .`"
+        ) from exc
+    tasks = generate_tasks(split=split, n=n, seed=seed)
+    return [Pair(t.prompt, t.reference, "robotics") for t in tasks]
+
+
+# ---------------------------------------------------------------------------
+# Synthetic small function tasks (docstring -> body) for the `code` domain.
+# Each template: (docstring, parameter names, body using those names). Names of
+# the function and its parameters are drawn at random so the model learns to bind
+# the arguments it is given instead of memorising one spelling.
+
+_TEMPLATES: list[tuple[str, tuple[str, ...], str]] = [
+    ("Return the sum of {a} and {b}.", ("a", "b"), "return {a} + {b}"),
+    ("Return the product of {a} and {b}.", ("a", "b"), "return {a} * {b}"),
+    ("Return {a} minus {b}.", ("a", "b"), "return {a} - {b}"),
+    ("Return True if {a} is even, else False.", ("a",), "return {a} % 2 == 0"),
+    ("Return True if {a} is odd, else False.", ("a",), "return {a} % 2 == 1"),
+    ("Return the square of {a}.", ("a",), "return {a} * {a}"),
+    ("Return the larger of {a} and {b}.", ("a", "b"), "if {a} > {b}:\n    return {a}\nreturn {b}"),
+    ("Return the smaller of {a} and {b}.", ("a", "b"), "if {a} < {b}:\n    return {a}\nreturn {b}"),
+    ("Return the absolute value of {a}.", ("a",), "if {a} < 0:\n    return -{a}\nreturn {a}"),
+    ("Return the string {a} reversed.", ("a",), "return {a}[::-1]"),
+    ("Return the length of the list {a}.", ("a",), "return len({a})"),
+    ("Return the sum of the numbers in the list {a}.", ("a",),
+     "total = 0\nfor x in {a}:\n    total += x\nreturn total"),
+    ("Return the largest number in the list {a}.", ("a",),
+     "best = {a}[0]\nfor x in {a}:\n    if x > best:\n        best = x\nreturn best"),
+    ("Return the smallest number in the list {a}.", ("a",),
+     "best = {a}[0]\nfor x in {a}:\n    if x < best:\n        best = x\nreturn best"),
+    ("Return a list of the even numbers in {a}.", ("a",), "return [x for x in {a} if x % 2 == 0]"),
+    ("Return a list of the odd numbers in {a}.", ("a",), "return [x for x in {a} if x % 2 == 1]"),
+    ("Return a list with every element of {a} doubled.", ("a",), "return [x * 2 for x in {a}]"),
+    ("Return a list with every element of {a} squared.", ("a",), "return [x * x for x in {a}]"),
+    ("Return the number of times {b} occurs in {a}.", ("a", "b"),
+     "count = 0\nfor x in {a}:\n    if x == {b}:\n        count += 1\nreturn count"),
+    ("Return the string {a} in upper case.", ("a",), "return {a}.upper()"),
+    ("Return the string {a} in lower case.", ("a",), "return {a}.lower()"),
+    ("Return True if the string {a} is a palindrome.", ("a",), "return {a} == {a}[::-1]"),
+    ("Return the number of vowels in the string {a}.", ("a",),
+     "count = 0\nfor ch in {a}.lower():\n    if ch in 'aeiou':\n        count += 1\nreturn count"),
+    ("Return the factorial of {a}.", ("a",),
+     "result = 1\nfor i in range(2, {a} + 1):\n    result *= i\nreturn result"),
+    ("Return the first {b} elements of the list {a}.", ("a", "b"), "return {a}[:{b}]"),
+    ("Return the last element of the list {a}.", ("a",), "return {a}[-1]"),
+    ("Return the average of the numbers in the list {a}.", ("a",), "return sum({a}) / len({a})"),
+    ("Return the list {a} sorted in ascending order.", ("a",), "return sorted({a})"),
+    ("Return the list {a} sorted in descending order.", ("a",), "return sorted({a}, reverse=True)"),
+    ("Return the list {a} without duplicates, keeping the first occurrence.", ("a",),
+     "seen = []\nfor x in {a}:\n    if x not in seen:\n        seen.append(x)\nreturn seen"),
+    ("Return the words of the sentence {a} as a list.", ("a",), "return {a}.split()"),
+    ("Return the number of words in the sentence {a}.", ("a",), "return len({a}.split())"),
+    ("Return True if {b} is in the list {a}.", ("a", "b"), "return {b} in {a}"),
+    ("Return the sum of the digits of the non-negative integer {a}.", ("a",),
+     "total = 0\nwhile {a} > 0:\n    total += {a} % 10\n    {a} //= 10\nreturn total"),
+    ("Return the {a}-th Fibonacci number (fib(0) = 0, fib(1) = 1).", ("a",),
+     "x, y = 0, 1\nfor _ in range({a}):\n    x, y = y, x + y\nreturn x"),
+    ("Return True if {a} is a prime number.", ("a",),
+     ("if {a} < 2:\n    return False\nfor i in range(2, int({a} ** 0.5) + 1):\n"
+      "    if {a} % i == 0:\n        return False\nreturn True")),
+    ("Return a dictionary mapping each character of {a} to its count.", ("a",),
+     "counts = {{}}\nfor ch in {a}:\n    counts[ch] = counts.get(ch, 0) + 1\nreturn counts"),
+    ("Return the list {a} with {b} appended.", ("a", "b"), "return {a} + [{b}]"),
+    ("Return {a} raised to the power {b}.", ("a", "b"), "return {a} ** {b}"),
+    ("Return the remainder of {a} divided by {b}.", ("a", "b"), "return {a} % {b}"),
+    ("Return the integer division of {a} by {b}.", ("a", "b"), "return {a} // {b}"),
+    ("Return the string {a} repeated {b} times.", ("a", "b"), "return {a} * {b}"),
+    ("Return the concatenation of the strings {a} and {b}.", ("a", "b"), "return {a} + {b}"),
+    ("Return True if the string {a} starts with {b}.", ("a", "b"), "return {a}.startswith({b})"),
+    ("Return True if the string {a} ends with {b}.", ("a", "b"), "return {a}.endswith({b})"),
+    ("Return the index of {b} in the list {a}, or -1 if it is absent.", ("a", "b"),
+     "for i, x in enumerate({a}):\n    if x == {b}:\n        return i\nreturn -1"),
+    ("Return the list {a} with all occurrences of {b} removed.", ("a", "b"),
+     "return [x for x in {a} if x != {b}]"),
+    ("Return the elements common to the lists {a} and {b}.", ("a", "b"),
+     "return [x for x in {a} if x in {b}]"),
+    ("Return the running totals of the list {a}.", ("a",),
+     "out = []\ntotal = 0\nfor x in {a}:\n    total += x\n    out.append(total)\nreturn out"),
+    ("Return the number of positive numbers in the list {a}.", ("a",),
+     "return len([x for x in {a} if x > 0])"),
+    ("Return the greatest common divisor of {a} and {b}.", ("a", "b"),
+     "while {b}:\n    {a}, {b} = {b}, {a} % {b}\nreturn {a}"),
+    ("Return the string {a} with spaces removed.", ("a",), "return {a}.replace(' ', '')"),
+    ("Return the first character of the string {a}.", ("a",), "return {a}[0]"),
+    ("Return {a} converted from Celsius to Fahrenheit.", ("a",), "return {a} * 9 / 5 + 32"),
+    ("Return the list {a} rotated left by one position.", ("a",), "return {a}[1:] + {a}[:1]"),
+    ("Return the sum of the squares of the numbers from 1 to {a}.", ("a",),
+     "return sum(i * i for i in range(1, {a} + 1))"),
+]
+
+_VERBS = ["get", "compute", "find", "calc", "make", "count", "check", "do", "solve", "apply"]
+_NOUNS = ["value", "result", "total", "answer", "item", "output", "number", "data", "thing", "stuff"]
+_PARAMS = ["x", "y", "n", "m", "a", "b", "s", "t", "k", "nums", "items", "values", "text", "word",
+           "lst", "arr", "num", "val", "first", "second", "left", "right", "p", "q", "seq", "data"]
+
+
+def synthetic_function_pairs(n: int, seed: int = 0) -> list[Pair]:
+    """`n` docstring -> body tasks: prompt = signature + docstring, response = the indented body."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        doc, params, body = rng.choice(_TEMPLATES)
+        names = rng.sample(_PARAMS, len(params))
+        mapping = dict(zip(params, names))
+        fname = f"{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}" if rng.random() < 0.5 else \
+            "_".join(w.lower() for w in doc.split()[1:3] if w.isalpha()) or "func"
+        prompt = (f"def {fname}({', '.join(names)}):\n"
+                  f'    """{doc.format(**mapping)}"""\n')
+        response = textwrap.indent(body.format(**mapping), "    ") + "\n"
+        out.append(Pair(prompt, response, "code"))
     return out
 
 

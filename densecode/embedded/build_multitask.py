@@ -1,0 +1,190 @@
+"""The five-task recipe of the embedded model (`densecode build-model --recipe multitask`): experimental.
+
+One stage on a mixed corpus: the train splits of the five task domains (robotics, codegen, codeio, testgen,
+commitmsg) with their canonical answers, MBPP's train split (task ids 601-974) from its local file, and the
+interpreter's stdlib sources; a full learning-rate schedule; at a few steps the model answers validation tasks of
+every domain, and the checkpoint with the best average validation success is written. Fixed seeds; with
+`--threads 1` bit-for-bit reproducible. Not the shipped asset (see docs/embedded-model.md for what it measured).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from densecode.embedded import MODEL_NAME
+from densecode.embedded.build import _save
+from densecode.embedded.corpus import TASK_DOMAINS
+from densecode.errors import DensecodeError
+
+
+@dataclass
+class MultitaskRecipe:
+    vocab_size: int = 2048
+    n_layer: int = 6
+    n_embd: int = 256
+    n_head: int = 8
+    n_inner: int = 1024
+    n_positions: int = 512  # room for a long prompt plus its answer at generation time
+    ctx: int = 320  # training rows (the longest task prompt + answer is ~300 tokens)
+    steps: int = 700  # learning-rate schedule length
+    batch_size: int = 16
+    lr: float = 1.5e-3
+    warmup: int = 40
+    tasks_per_domain: int = 4000  # distinct train-split tasks of each of the five domains
+    stdlib_max: int | None = None  # None: every filtered stdlib function
+    mbpp: bool = True  # MBPP's train split (ids 601-974) from the local file (`--mbpp PATH`)
+    # Row mixture: the probability that a training row comes from each source.
+    p_robotics: float = 0.34
+    p_codegen: float = 0.20
+    p_codeio: float = 0.13
+    p_testgen: float = 0.15
+    p_commitmsg: float = 0.10
+    p_mbpp: float = 0.03
+    p_stdlib: float = 0.05
+    eval_every: int = 100  # validation losses
+    # Steps at which the model answers `select_tasks` validation tasks of each domain (greedy); the checkpoint with
+    # the best average success ships (ties: the later one).
+    select_steps: list[int] = field(default_factory=lambda: [350, 525, 700])
+    select_tasks: int = 48
+
+
+MULTITASK_TOY = {"vocab_size": 512, "n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 256, "n_positions": 512, "ctx": 320,
+       "steps": 30, "batch_size": 8, "warmup": 5, "tasks_per_domain": 40, "stdlib_max": 200, "mbpp": False,
+       "eval_every": 30, "select_steps": [15, 30], "select_tasks": 3}
+
+
+def _sources(recipe: MultitaskRecipe) -> dict[str, float]:
+    probs = {name: float(getattr(recipe, f"p_{name}")) for name in (*TASK_DOMAINS, "mbpp", "stdlib")}
+    if not recipe.mbpp:
+        probs["mbpp"] = 0.0
+    if any(p < 0 for p in probs.values()) or sum(probs.values()) <= 0:
+        raise DensecodeError(f"the recipe's row mixture must be >= 0 with a positive sum (got {probs})")
+    return probs
+
+
+def _corpus(recipe: MultitaskRecipe, seed: int, mbpp_path: Path | None):
+    """Train pools (pairs or texts per source) and validation pairs per source."""
+    from densecode.embedded.corpus import domain_pairs, mbpp_pairs, stdlib_functions
+
+    train: dict[str, list] = {}
+    val: dict[str, list] = {}
+    for name in TASK_DOMAINS:
+        train[name] = domain_pairs(name, "train", recipe.tasks_per_domain, seed)
+        val[name] = domain_pairs(name, "validation", 200, seed)
+    if recipe.mbpp:
+        if mbpp_path is None or not Path(mbpp_path).is_file():
+            raise DensecodeError(f"MBPP's file not found ({mbpp_path}): pass --mbpp PATH to mbpp.jsonl (e.g. "
+                                 "../shared/data/mbpp/mbpp.jsonl), or --no-mbpp for a build without it (not the "
+                                 "shipped recipe)")
+        train["mbpp"] = mbpp_pairs(mbpp_path, "train")
+        val["mbpp"] = mbpp_pairs(mbpp_path, "validation")
+    stdlib = stdlib_functions()
+    if recipe.stdlib_max is not None:
+        stdlib = stdlib[:recipe.stdlib_max]
+    # Every 50th stdlib function is held out for the eval loss.
+    train["stdlib"], val["stdlib"] = [s for i, s in enumerate(stdlib) if i % 50], stdlib[::50]
+    empty = sorted(k for k, v in train.items() if not v)
+    if empty:
+        raise DensecodeError(f"empty training corpus for {', '.join(empty)}")
+    return train, val
+
+
+def _rows(tokenizer, material: dict[str, list], ctx: int, seed: int) -> dict[str, list]:
+    from densecode.embedded.train import pretrain_rows, supervised_rows
+
+    return {name: (pretrain_rows(tokenizer, items, ctx) if name == "stdlib" else
+                   supervised_rows(tokenizer, items, ctx, seed)) for name, items in material.items()}
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def build_multitask(recipe: MultitaskRecipe, out: Path, *, seed: int = 0, progress: bool = True, mbpp_path: Path | None = None,
+          device: str = "cpu", checkpoint_steps: list[int] | None = None) -> dict:
+    """Run the whole build into `out`; return the build info written to build_info.json."""
+    import torch
+    import transformers
+
+    from densecode.embedded.quality import mean_success, measure
+    from densecode.embedded.tokenizer import train_tokenizer
+    from densecode.embedded.train import ModelShape, TrainSettings, build_model, train
+
+    transformers.logging.set_verbosity_error()  # padded-rows warnings: labels mask them
+    t0 = time.perf_counter()
+    probs = _sources(recipe)
+    bad = [s for s in recipe.select_steps if not 1 <= s <= recipe.steps]
+    if bad or not recipe.select_steps:
+        raise DensecodeError(f"select_steps {recipe.select_steps} must be non-empty steps within 1..{recipe.steps}")
+    train_material, val_material = _corpus(recipe, seed, mbpp_path)
+    tok_texts = train_material["stdlib"] + [p.prompt + p.response for name, pairs in train_material.items()
+                                            if name != "stdlib" for p in pairs]
+    tokenizer = train_tokenizer(tok_texts, recipe.vocab_size)
+    t_tok = time.perf_counter()
+    pools = _rows(tokenizer, train_material, recipe.ctx, seed)
+    val_pools = _rows(tokenizer, val_material, recipe.ctx, seed)
+    shape = ModelShape(recipe.n_layer, recipe.n_embd, recipe.n_head, recipe.n_inner, recipe.n_positions)
+    model = build_model(tokenizer, shape, seed).to(device)
+    select = sorted(set(recipe.select_steps))
+    settings = TrainSettings(steps=recipe.steps, batch_size=recipe.batch_size, ctx=recipe.ctx, lr=recipe.lr,
+                             warmup=recipe.warmup, seed=seed, eval_every=recipe.eval_every,
+                             checkpoint_steps=sorted(set(select) | set(checkpoint_steps or [])))
+    info = {
+        "name": MODEL_NAME,
+        "recipe": asdict(recipe),
+        "seed": seed,
+        "params": sum(p.numel() for p in model.parameters()),
+        "corpus": {
+            "items": {k: len(v) for k, v in train_material.items()},
+            "stdlib_chars": sum(map(len, train_material["stdlib"])),
+            "rows": {k: len(v) for k, v in pools.items()},
+            "tokens": {k: sum(len(r[0]) for r in v) for k, v in pools.items()},
+            "mbpp_sha256": file_sha256(mbpp_path) if recipe.mbpp else None,
+        },
+        "environment": {"python": platform.python_version(), "torch": torch.__version__,
+                        "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+                        "machine": platform.machine(), "device": device},
+    }
+    selection: list[dict] = []
+    best: dict = {}
+
+    def on_checkpoint(step, m):
+        if step in (checkpoint_steps or []):
+            _save(m, tokenizer, out.parent / f"{out.name}-step{step}", {**info, "checkpoint_step": step})
+        if step not in select:
+            return
+        # Generation must not move the training RNG: the build stays bit-for-bit reproducible.
+        rng = torch.get_rng_state()
+        m.eval()
+        res = measure(m, tokenizer, split="validation", n_tasks=recipe.select_tasks, seed=seed,
+                      settings=(("greedy", 0.0),), progress=False)
+        m.train()
+        torch.set_rng_state(rng)
+        row = {"step": step, **{k: round(v["greedy"]["success"], 4) for k, v in res.items()},
+               "mean": round(mean_success(res), 4)}
+        selection.append(row)
+        if progress:
+            print(f"step {step}: validation success {row}", flush=True)
+        if not best or row["mean"] >= best["mean"]:
+            best.update(row, state={k: v.detach().clone() for k, v in m.state_dict().items()})
+
+    log = train(model, tokenizer, pools, probs, settings, val_pools=val_pools, on_checkpoint=on_checkpoint,
+                progress=progress)
+    model.load_state_dict(best.pop("state"))
+    info.update({
+        "tokenizer_seconds": round(t_tok - t0, 1),
+        "train_seconds": log["seconds"],
+        "tokens_per_s": log["tokens_per_s"],
+        "tokens_seen": log["tokens"],
+        "final_train_loss_avg50": round(sum(log["loss"][-50:]) / len(log["loss"][-50:]), 4),
+        "eval_losses": log["eval"],
+        "selection": selection,
+        "shipped_step": best["step"],
+        "build_seconds": round(time.perf_counter() - t0, 1),
+    })
+    _save(model.to("cpu"), tokenizer, out, info)
+    return info
