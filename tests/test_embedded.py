@@ -273,6 +273,13 @@ def test_build_model_toy_cli_end_to_end(tmp_path):
     assert main(["build-model", "--toy", "--steps", "2", "--out", str(out), "--no-progress"]) == 0
     assert json.loads((out / "build_info.json").read_text())["recipe"]["steps"] == 2
     AutoModelForCausalLM.from_pretrained(out)
+    # The experimental five-task recipe through the same command.
+    multi = tmp_path / "multitask"
+    assert main(["build-model", "--recipe", "multitask", "--toy", "--no-mbpp", "--out", str(multi), "--no-progress",
+                 "--threads", "1"]) == 0
+    info = json.loads((multi / "build_info.json").read_text())
+    assert info["shipped_step"] in info["recipe"]["select_steps"] and set(info["corpus"]["items"]) >= set(TASK_DOMAINS)
+    AutoModelForCausalLM.from_pretrained(multi)
 
 
 # --------------------------------------------------------------------------- the shipped asset
