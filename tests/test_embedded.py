@@ -13,6 +13,7 @@ from densecode.embedded.corpus import (
     TASK_DOMAINS,
     Pair,
     domain_pairs,
+    held_out_prompts,
     stdlib_functions,
     synthetic_function_pairs,
 )
@@ -66,10 +67,11 @@ def test_domain_pairs_are_distinct_judged_canonical_answers_of_the_split():
         pairs = domain_pairs(name, "train", 12, seed=0)
         assert len(pairs) == 12 and len({p.prompt for p in pairs}) == 12 and {p.source for p in pairs} == {name}
         assert pairs == domain_pairs(name, "train", 12, seed=0)
+        # No held-out prompt in the training material (RoboSim's split alone is by program text).
         held_out = {p.prompt for p in domain_pairs(name, "test", 300, seed=0)}
         held_out |= {p.prompt for p in domain_pairs(name, "validation", 300, seed=0)}
-        # No held-out prompt in the training material (RoboSim's split alone is by program text).
-        assert not held_out & {p.prompt for p in domain_pairs(name, "train", 300, seed=0)}, name
+        assert held_out <= held_out_prompts(name)
+        assert not held_out & {p.prompt for p in domain_pairs(name, "train", 100, seed=0)}, name
         domain = get_domain_class(name)()
         tasks = {t["prompt"]: t for t in domain.tasks("train", 12, 0)}
         judged = [(tasks[p.prompt], p.response) for p in pairs if p.prompt in tasks]

@@ -16,6 +16,7 @@ A narrow corpus in the target format matters far more than volume at this size
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import random
 import sysconfig
@@ -227,6 +228,23 @@ TASK_DOMAINS = ("robotics", "codegen", "codeio", "testgen", "commitmsg")
 HELD_OUT_GUARD = 1000  # the first tasks of each held-out split whose prompts never enter the training material
 
 
+@functools.cache
+def held_out_prompts(name: str) -> frozenset[str]:
+    """Prompts of the first HELD_OUT_GUARD validation and test tasks of domain `name`, never to be trained on.
+
+    RoboSim splits by program text, so a held-out instruction can also occur in train with a paraphrased program
+    (13 of the first 300 test tasks). Its held-out draws depend on the seed: this guards quality's (0) and the
+    trainer's eval draw (`eval_seed`). Cached: the generators are deterministic.
+    """
+    from densecode.domains.base import DomainOptions
+    from densecode.domains.registry import get_domain_class
+
+    domain = get_domain_class(name)()
+    seeds = (0, int(DomainOptions().eval_seed))
+    return frozenset(t["prompt"] for split in ("validation", "test") for seed in seeds
+                     for t in domain.tasks(split, HELD_OUT_GUARD, seed))
+
+
 def domain_pairs(name: str, split: str, n: int, seed: int = 0) -> list[Pair]:
     """`n` distinct tasks of domain `name`'s `split` as (prompt, canonical answer) pairs.
 
@@ -234,19 +252,13 @@ def domain_pairs(name: str, split: str, n: int, seed: int = 0) -> list[Pair]:
     pool runs dry); a held-out split gives its first `n`. The canonical answer is the one the domain's own judge
     accepts (tests check 100% of them pass), so nothing unjudged is trained on.
     """
-    from densecode.domains.base import DomainOptions
     from densecode.domains.registry import get_domain_class
 
     domain = get_domain_class(name)()
     pairs: list[Pair] = []
     seen: set[str] = set()
     if split == "train":
-        # RoboSim splits by program text, so a held-out instruction can also occur in train with a paraphrased
-        # program (13 of the first 300 test tasks): keep every held-out prompt out of the training material.
-        # Held-out draws depend on the seed in RoboSim: guard quality's (0) and the trainer's eval draw (eval_seed).
-        seeds = (0, int(DomainOptions().eval_seed))
-        seen = {t["prompt"] for s in ("validation", "test") for seed_ in seeds
-                for t in domain.tasks(s, HELD_OUT_GUARD, seed_)}
+        seen = set(held_out_prompts(name))
     draw = 0
     while len(pairs) < n and draw < 8:
         tasks = domain.tasks(split, n, seed + 7919 * draw)
