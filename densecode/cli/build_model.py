@@ -93,15 +93,27 @@ def run(args: argparse.Namespace) -> int:
     if stage1 is not None and stage1 == out:
         raise DensecodeError("--stage1 and --out must be different directories")
     _prepare_out(out, args.force)
-    # Build into a sibling temp dir and swap at the end: an interrupted build never
-    # leaves a half-written asset behind.
+    if stage1 is not None:
+        info = _build_atomically(out, lambda tmp: build_from_stage1(recipe, stage1, tmp, seed=args.seed,
+                                                                    progress=not args.no_progress))
+    else:
+        info = _build_atomically(out, lambda tmp: build(recipe, tmp, seed=args.seed, progress=not args.no_progress))
+    stage2 = info.get("robotics_stage")
+    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, stage 1 {info['recipe']['steps']} steps "
+          f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s, final train loss "
+          f"{info['final_train_loss_avg50']})"
+          + (f", robotics stage {stage2['steps_run']} steps ({stage2['train_seconds']:.0f} s, held-out robotics loss "
+             f"{stage2['eval_losses'].get('robotics')})" if stage2 else ""))
+    return 0
+
+
+def _build_atomically(out: Path, build_into) -> dict:
+    """Run `build_into(tmp)` into a sibling temp dir and swap it in at the end: an interrupted build never leaves a
+    half-written model behind. Returns the build info."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        if stage1 is not None:
-            info = build_from_stage1(recipe, stage1, tmp, seed=args.seed, progress=not args.no_progress)
-        else:
-            info = build(recipe, tmp, seed=args.seed, progress=not args.no_progress)
+        info = build_into(tmp)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -112,13 +124,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    stage2 = info.get("robotics_stage")
-    print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, stage 1 {info['recipe']['steps']} steps "
-          f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s, final train loss "
-          f"{info['final_train_loss_avg50']})"
-          + (f", robotics stage {stage2['steps_run']} steps ({stage2['train_seconds']:.0f} s, held-out robotics loss "
-             f"{stage2['eval_losses'].get('robotics')})" if stage2 else ""))
-    return 0
+    return info
 
 
 def _mbpp_path(args: argparse.Namespace) -> Path | None:
@@ -167,20 +173,8 @@ def _run_multitask(args: argparse.Namespace) -> int:
         raise DensecodeError("MBPP's file not found at ../shared/data/mbpp/mbpp.jsonl: pass --mbpp PATH, or --no-mbpp "
                              "for a build without it")
     _prepare_out(out, args.force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        info = build_multitask(recipe, tmp, seed=args.seed, progress=not args.no_progress, mbpp_path=mbpp,
-                               device=args.device)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-        out.chmod(0o755)
-        for path in out.iterdir():
-            path.chmod(0o644)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    info = _build_atomically(out, lambda tmp: build_multitask(recipe, tmp, seed=args.seed, progress=not args.no_progress,
+                                                              mbpp_path=mbpp, device=args.device))
     print(f"wrote {out}: {info['params'] / 1e6:.2f}M params, {info['recipe']['steps']} steps "
           f"({info['tokens_per_s']:.0f} tokens/s, {info['build_seconds']:.0f} s); kept the step-{info['shipped_step']} "
           f"checkpoint (validation success {info['selection']})")
