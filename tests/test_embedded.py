@@ -140,6 +140,31 @@ def test_supervised_rows_mask_prompts_and_pack_whole_examples(stdlib_sample):
     assert all(len(ids) == 64 and ids == labels for ids, labels in stream)
 
 
+def test_weighted_prompt_loss_counts_prompt_tokens_at_their_weight(stdlib_sample):
+    """Prompt tokens (unlabelled, non-pad) enter the loss at the given weight; pads never; weight 1 = plain LM loss
+    on every real token, and the response-only loss is the labels' loss."""
+    import torch
+
+    from densecode.embedded.tokenizer import train_tokenizer
+    from densecode.embedded.train import ModelShape, build_model, collate, supervised_rows, weighted_prompt_loss
+
+    tok = train_tokenizer(stdlib_sample[:100], vocab_size=400)
+    pairs = [Pair(f"def f{i}(x):\n", f"    return x + {i}\n", "codegen") for i in range(12)]
+    rows = supervised_rows(tok, pairs, ctx=40, seed=0)
+    pad = tok.pad_token_id
+    x, y = collate(rows, pad, 48)
+    assert (x == pad).any()  # the rows are padded
+    model = build_model(tok, ModelShape(1, 32, 2, 64, 64), 0)
+    nll = torch.nn.functional.cross_entropy(model(input_ids=x).logits[:, :-1].transpose(1, 2), x[:, 1:],
+                                            reduction="none")
+    labelled, prompt = y[:, 1:] != -100, (y[:, 1:] == -100) & (x[:, 1:] != pad)
+    assert prompt.any() and labelled.any()
+    for w in (0.0, 0.3, 1.0):
+        expected = (nll[labelled].sum() + w * nll[prompt].sum()) / (labelled.sum() + w * prompt.sum())
+        assert torch.allclose(weighted_prompt_loss(model, x, y, pad, w), expected, atol=1e-5)
+    assert torch.allclose(weighted_prompt_loss(model, x, y, pad, 0.0), model(input_ids=x, labels=y).loss, atol=1e-5)
+
+
 def test_tiny_build_produces_loadable_model(tmp_path):
     """The whole build in-process at a size that takes seconds (the CLI toy build is slow-marked)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -242,6 +267,26 @@ def test_multitask_build_without_the_mbpp_file_names_the_fix(tmp_path, capsys, m
     assert main(["build-model", "--recipe", "multitask", "--no-mbpp"]) == 2
     assert "does not replace the shipped asset" in capsys.readouterr().err
     assert main(["build-model", "--out", str(tmp_path / "m"), "--no-mbpp"]) == 2
+    assert "--recipe multitask only" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+def test_build_model_set_overrides_recipe_fields_with_type_checks(tmp_path, capsys, monkeypatch):
+    from densecode.cli import build_model, main
+    from densecode.embedded.build_multitask import MultitaskRecipe
+
+    recipe = MultitaskRecipe()
+    build_model._apply_overrides(recipe, ["n_layer=6", "lr=0.003", "prompt_loss_weight=0", "select_steps=[5, 9]",
+                                          "stdlib_max=100", "mbpp=false"])
+    assert (recipe.n_layer, recipe.lr, recipe.prompt_loss_weight, recipe.select_steps) == (6, 0.003, 0.0, [5, 9])
+    assert recipe.stdlib_max == 100 and recipe.mbpp is False and isinstance(recipe.prompt_loss_weight, float)
+    for bad, message in (("n_layers=6", "one of the recipe's fields"), ("n_layer", "KEY=VALUE"),
+                         ("n_layer=six", "takes a int"), ("n_layer=true", "takes a int"),
+                         ("select_steps=5", "takes a list")):
+        assert main(["build-model", "--recipe", "multitask", "--no-mbpp", "--out", str(tmp_path / "m"),
+                     "--set", bad]) == 2
+        assert message in capsys.readouterr().err, bad
+    assert main(["build-model", "--out", str(tmp_path / "m"), "--set", "n_layer=2"]) == 2
     assert "--recipe multitask only" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
 

@@ -51,6 +51,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="default",
                         help="multitask: model shape (small/base are meant for --device cuda)")
     parser.add_argument("--device", default="cpu", help="multitask: torch device to train on (cpu, cuda)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="multitask: override one field of the recipe (YAML value), e.g. --set n_layer=6 "
+                             "--set select_steps=[500,1000]; repeatable")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out that is not a previous build")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -65,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if args.recipe == "multitask":
         return _run_multitask(args)
     multitask_only = [flag for flag, used in (("--mbpp", args.mbpp), ("--no-mbpp", args.no_mbpp),
-                                              ("--size", args.size != "default"), ("--device", args.device != "cpu"))
+                                              ("--size", args.size != "default"), ("--device", args.device != "cpu"),
+                                              ("--set", args.overrides))
                       if used]
     if multitask_only:
         raise DensecodeError(f"{', '.join(multitask_only)} apply to --recipe multitask only")
@@ -136,6 +140,30 @@ def _mbpp_path(args: argparse.Namespace) -> Path | None:
     return next((p.resolve() for p in MBPP_DEFAULTS if p.is_file()), None)
 
 
+def _apply_overrides(recipe, overrides: list[str]) -> None:
+    """`--set KEY=VALUE` on a recipe dataclass: VALUE is read as YAML and must match the field's default's type."""
+    import dataclasses
+
+    import yaml
+
+    fields = {f.name: f for f in dataclasses.fields(recipe)}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or key not in fields:
+            raise DensecodeError(f"--set {item}: expected KEY=VALUE with KEY one of the recipe's fields "
+                                 f"({', '.join(fields)})")
+        value = yaml.safe_load(raw)
+        current = getattr(recipe, key)
+        ok = (isinstance(value, type(current)) and not (isinstance(value, bool) and not isinstance(current, bool))
+              or (isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool))
+              or (current is None and (value is None or isinstance(value, int))))
+        if not ok:
+            raise DensecodeError(f"--set {item}: {key} takes a {type(current).__name__} (like {current!r}), "
+                                 f"got {raw!r}")
+        setattr(recipe, key, float(value) if isinstance(current, float) else value)
+
+
 def _run_multitask(args: argparse.Namespace) -> int:
     import torch
 
@@ -160,6 +188,7 @@ def _run_multitask(args: argparse.Namespace) -> int:
     recipe = MultitaskRecipe(**MULTITASK_TOY) if args.toy else MultitaskRecipe(**SIZES[args.size])
     if args.no_mbpp:
         recipe.mbpp = False
+    _apply_overrides(recipe, args.overrides)
     if args.steps is not None:
         if args.steps < 1:
             raise DensecodeError(f"--steps must be >= 1 (got {args.steps})")

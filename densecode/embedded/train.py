@@ -46,6 +46,10 @@ class TrainSettings:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     pretrain_share: float = 0.15  # probability that a row is a stdlib pretraining row
+    # Weight of the prompt tokens of supervised rows in the training loss (0: loss on the response only). Prompts
+    # of the code tasks are code (a function to test, a diff, a call): predicting them is free extra signal per
+    # forward pass, which matters most where the answer is a few tokens (codeio).
+    prompt_loss_weight: float = 0.0
     seed: int = 0
     eval_every: int = 250
     checkpoint_steps: list[int] = field(default_factory=list)
@@ -131,6 +135,20 @@ class RowSampler:
         return [self._next(self.rng.choices(self.names, self.weights)[0]) for _ in range(size)]
 
 
+def weighted_prompt_loss(model, x: torch.Tensor, y: torch.Tensor, pad_id: int, weight: float) -> torch.Tensor:
+    """Next-token loss on the labelled (response) tokens plus `weight` x the loss on prompt tokens, normalised by the
+    total weight. A prompt token is an unlabelled non-pad input token: prompts hold no EOS (the pad id), and every
+    EOS inside a row is a labelled response end."""
+    logits = model(input_ids=x).logits[:, :-1]
+    flat = logits.reshape(-1, logits.size(-1))
+    target = y[:, 1:]
+    prompt = (target == IGNORE) & (x[:, 1:] != pad_id)
+    both = torch.where(prompt, x[:, 1:], target)
+    nll = torch.nn.functional.cross_entropy(flat, both.reshape(-1), ignore_index=IGNORE, reduction="none")
+    w = torch.where(prompt, weight, 1.0).reshape(-1) * (both.reshape(-1) != IGNORE)
+    return (nll * w).sum() / w.sum().clamp_min(1.0)
+
+
 def lr_at(step: int, s: TrainSettings) -> float:
     if step < s.warmup:
         return s.lr * (step + 1) / s.warmup
@@ -179,7 +197,10 @@ def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], set
             group["lr"] = lr_at(step, settings)
         x, y = collate(sampler.batch(settings.batch_size), pad, settings.ctx)
         x, y = x.to(model.device), y.to(model.device)
-        loss = model(input_ids=x, labels=y).loss
+        if settings.prompt_loss_weight:
+            loss = weighted_prompt_loss(model, x, y, pad, settings.prompt_loss_weight)
+        else:
+            loss = model(input_ids=x, labels=y).loss
         optim.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
