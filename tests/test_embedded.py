@@ -113,6 +113,38 @@ def test_trained_tokenizer_round_trips_code_exactly(stdlib_sample):
     assert tok.decode(joined) == prompt + response
 
 
+def test_code_pretokenizer_spells_a_name_and_a_number_the_same_everywhere(stdlib_sample):
+    """The multitask recipe's tokenizer: a name is one token sequence after a space, a bracket, a quote or an indent
+    (GPT-2's splits glue the space to the word), digits are single tokens; it round-trips any text exactly and
+    reloads from disk with the same splits."""
+    from transformers import AutoTokenizer
+
+    from densecode.embedded.tokenizer import train_tokenizer
+
+    texts = stdlib_sample[:300] + [f"def f(items):\n    for x in items:\n        go_to(\"basement\")\n    return {i}"
+                                   for i in range(200)]
+    tok = train_tokenizer(texts, vocab_size=600, pretokenizer="code")
+    gpt2 = train_tokenizer(texts, vocab_size=600)
+
+    def pieces(t, text):
+        return [t.decode([i]) for i in t(text, add_special_tokens=False)["input_ids"]]
+
+    program = 'def f(items):\n    for x in items:\n        go_to("basement")\n    basement = items[0] + 2031\n'
+    code, old = pieces(tok, program), pieces(gpt2, program)
+    assert code.count("items") == 3 and code.count("basement") == 2
+    assert {"2", "0", "3", "1"} <= set(code) and "2031" not in code and "203" not in code
+    assert " items" in old  # the split this tokenizer removes
+    tmp = __import__("tempfile").mkdtemp()
+    tok.save_pretrained(tmp)
+    again = AutoTokenizer.from_pretrained(tmp)
+    for text in stdlib_sample[:100] + ROUNDTRIP_SAMPLES + [program, " \t\r\n x  =  1\r\n"]:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert tok.decode(ids) == text
+        assert again(text, add_special_tokens=False)["input_ids"] == ids
+    with pytest.raises(ValueError, match="pretokenizer"):
+        train_tokenizer(texts, vocab_size=600, pretokenizer="words")
+
+
 def test_supervised_rows_mask_prompts_and_pack_whole_examples(stdlib_sample):
     from densecode.embedded.tokenizer import train_tokenizer
     from densecode.embedded.train import (

@@ -85,6 +85,34 @@ def test_canonical_asserts_pass_their_judge_on_300_test_tasks(pool):
     assert np.mean([r.mutation_score for r in reports]) > 0.5  # the canonical asserts kill most live mutants
 
 
+def test_simple_canonical_asserts_pass_their_judge_and_are_shorter(pool):
+    """The embedded model's corpus trains on `simple_canonical`: the shortest holding asserts reaching the canonical
+    coverage. They must be judged `success` like the canonical ones, and be shorter."""
+    tasks = generate_tasks("train", 300, seed=2)
+    reports = judge(tasks, [t["simple_canonical"] for t in tasks], pool)
+    bad = [(t["task_id"], r.outcome(t["target_coverage"])) for t, r in zip(tasks, reports)
+           if r.outcome(t["target_coverage"]) != "success"]
+    assert bad == []
+    simple = sum(len(t["simple_canonical"]) for t in tasks)
+    assert simple < 0.6 * sum(len(t["canonical"]) for t in tasks)
+    assert all(len(t["simple_canonical"].splitlines()) <= len(t["canonical"].splitlines()) + 2 for t in tasks)
+
+
+def test_simplest_cover_prefers_short_asserts_and_drops_redundant_ones():
+    from densecode.domains.testgen.generator import simplest_cover
+
+    asserts = ["assert f([1, 2, 3, 4]) == 4", "assert f([]) == 0", "assert f([5]) == 5", "assert f([2, 1]) == 2",
+               "assert f([9, 9]) == 9"]
+    units = [{1, 2, 3, 4}, {1}, {1, 2}, {1, 2, 3, 4}, {1, 2, 3}]
+    holds = [True, True, True, True, False]
+    # Unit 4 needs a long input: the shorter of the two that reach it; then nothing else is needed.
+    assert simplest_cover(asserts, units, holds, {1, 2, 3, 4}) == [3]
+    assert simplest_cover(asserts, units, holds, {1, 2}) == [2]
+    # An assert that does not hold is never chosen; an uncoverable target gives None.
+    assert simplest_cover(asserts, units, [False, True, True, False, True], {1, 2, 3, 4}) is None
+    assert simplest_cover(asserts, [{1}, {2}, {1, 2}, {3}, set()], [True] * 5, {1, 2, 3}) == [2, 3]
+
+
 @pytest.mark.slow
 def test_canonical_asserts_pass_their_judge_on_1000_train_tasks(pool):
     _check_canonical(generate_tasks("train", 1000, seed=1), pool)

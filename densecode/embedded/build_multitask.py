@@ -18,12 +18,16 @@ from pathlib import Path
 from densecode.embedded import MODEL_NAME
 from densecode.embedded.build import _save
 from densecode.embedded.corpus import TASK_DOMAINS
+from densecode.embedded.tokenizer import PRETOKENIZERS
 from densecode.errors import DensecodeError
 
 
 @dataclass
 class MultitaskRecipe:
     vocab_size: int = 2048
+    # "code": a name is the same token after a space, a bracket or a quote (copying a name from the prompt is one
+    # mapping, not two), digits one by one; "gpt2": densecode-tiny's splits. See densecode/embedded/tokenizer.py.
+    pretokenizer: str = "code"
     n_layer: int = 4
     n_embd: int = 192
     n_head: int = 4
@@ -120,13 +124,15 @@ def build_multitask(recipe: MultitaskRecipe, out: Path, *, seed: int = 0, progre
     transformers.logging.set_verbosity_error()  # padded-rows warnings: labels mask them
     t0 = time.perf_counter()
     probs = _sources(recipe)
+    if recipe.pretokenizer not in PRETOKENIZERS:
+        raise DensecodeError(f"recipe.pretokenizer {recipe.pretokenizer!r}: use one of {', '.join(PRETOKENIZERS)}")
     bad = [s for s in recipe.select_steps if not 1 <= s <= recipe.steps]
     if bad or not recipe.select_steps:
         raise DensecodeError(f"select_steps {recipe.select_steps} must be non-empty steps within 1..{recipe.steps}")
     train_material, val_material = _corpus(recipe, seed, mbpp_path)
     tok_texts = train_material["stdlib"] + [p.prompt + p.response for name, pairs in train_material.items()
                                             if name != "stdlib" for p in pairs]
-    tokenizer = train_tokenizer(tok_texts, recipe.vocab_size)
+    tokenizer = train_tokenizer(tok_texts, recipe.vocab_size, recipe.pretokenizer)
     t_tok = time.perf_counter()
     pools = _rows(tokenizer, train_material, recipe.ctx, seed)
     val_pools = _rows(tokenizer, val_material, recipe.ctx, seed)

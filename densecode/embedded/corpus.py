@@ -263,7 +263,9 @@ def domain_pairs(name: str, split: str, n: int, seed: int = 0) -> list[Pair]:
     while len(pairs) < n and draw < 8:
         tasks = domain.tasks(split, n, seed + 7919 * draw)
         for task in tasks:
-            answer = domain.canonical_response(task)
+            # testgen's generated tasks carry the shortest asserts that reach the canonical coverage: a small model
+            # can compute the expected values of short inputs, and they are judged like the canonical ones.
+            answer = task.get("simple_canonical") or domain.canonical_response(task)
             if answer is None and name == "robotics":
                 answer = task.get("reference")
             if answer is None or task["prompt"] in seen:

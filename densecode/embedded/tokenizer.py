@@ -12,15 +12,33 @@ from collections.abc import Iterable
 from densecode.embedded import EOS_TOKEN
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096):
-    """Train a byte-level BPE on `texts`; return a `PreTrainedTokenizerFast` (left padding)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+# The "code" pre-tokenizer: a word is one piece whatever precedes it (GPT-2's splits glue a leading space to a word,
+# so `items` in `def f(items):` and ` items` in `for x in items` are different tokens and a small model must learn to
+# copy each name twice); a newline takes the next line's indentation with it; punctuation and operators take the
+# spaces around them (` = `, `, `); every digit is its own piece, so numbers are spelled the same way everywhere.
+CODE_PIECES = r"\n[ \n]*|[A-Za-z_]+|[0-9]| ?[^\sA-Za-z_0-9]+ ?| +"
+PRETOKENIZERS = ("gpt2", "code")
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096, pretokenizer: str = "gpt2"):
+    """Train a byte-level BPE on `texts`; return a `PreTrainedTokenizerFast` (left padding).
+
+    `pretokenizer`: "gpt2" (GPT-2's word splits; densecode-tiny's) or "code" (`CODE_PIECES`).
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     # add_prefix_space=False: a prompt and its response are tokenized separately and
     # concatenated; no space may be invented at the junction.
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if pretokenizer == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    elif pretokenizer == "code":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(CODE_PIECES), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        raise ValueError(f"unknown pretokenizer {pretokenizer!r} (one of {', '.join(PRETOKENIZERS)})")
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

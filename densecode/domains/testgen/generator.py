@@ -39,8 +39,29 @@ def call_text(entry: str, args: list) -> str:
     return f"{entry}({', '.join(repr(a) for a in args)})"
 
 
-def _canonical(r: Rendered, rng: random.Random) -> tuple[list[str], list[str], float] | None:
-    """(inputs as reprs, canonical asserts, coverage they reach) or None if no input runs cleanly."""
+def simplest_cover(asserts: list[str], units: list[set], holds: list[bool], target: set) -> list[int] | None:
+    """Indices of holding asserts that together cover `target`, preferring short ones: greedy on the coverage gained
+    (ties to the shortest assert), then every assert the others make redundant dropped (longest first). None if the
+    holding asserts cannot cover `target`."""
+    chosen: list[int] = []
+    got: set = set()
+    pool = [i for i in range(len(asserts)) if holds[i]]
+    while not target <= got:
+        best = max(pool, key=lambda i: (len((units[i] & target) - got), -len(asserts[i]), -i), default=None)
+        if best is None or not (units[best] & target) - got:
+            return None
+        chosen.append(best)
+        got |= units[best]
+    for i in sorted(chosen, key=lambda i: (-len(asserts[i]), -i)):
+        rest = [j for j in chosen if j != i]
+        if rest and target <= set().union(*(units[j] for j in rest)):
+            chosen = rest
+    return sorted(chosen)
+
+
+def _canonical(r: Rendered, rng: random.Random) -> tuple[list[str], list[str], float, list[str]] | None:
+    """(inputs as reprs, canonical asserts, coverage they reach, the simplest asserts reaching the same coverage) or
+    None if no input runs cleanly."""
     inputs, seen = [], set()
     for _ in range(N_INPUTS * 3):
         args = [sample_arg(kind, rng) for kind in r.template.args]
@@ -84,18 +105,24 @@ def _canonical(r: Rendered, rng: random.Random) -> tuple[list[str], list[str], f
     # The mutants' equivalence check runs on the canonical inputs and a few more (not all: it runs per judgement).
     order = sorted(chosen) + [i for i in range(len(cand_args)) if i not in chosen]
     sample = [repr(cand_args[i]) for i in order[:N_EQUIVALENCE_INPUTS]]
-    return sample, [candidates[i] for i in sorted(chosen)], cov.total
+    holds = [a["holds"] for a in data["asserts"]]
+    simple = simplest_cover(candidates, units, holds, covered)
+    simple_asserts = [candidates[i] for i in simple] if simple is not None else [candidates[i] for i in sorted(chosen)]
+    return sample, [candidates[i] for i in sorted(chosen)], cov.total, simple_asserts
 
 
 def make_task(r: Rendered, rng: random.Random) -> dict | None:
     made = _canonical(r, rng)
     if made is None:
         return None
-    inputs, asserts, target = made
+    inputs, asserts, target, simple = made
     digest = hashlib.sha256(r.source.encode()).hexdigest()[:12]
     return {"task_id": f"testgen/{r.template.family}/{digest}", "prompt": format_prompt(r.source),
             "reference": r.source, "entry_point": r.entry, "inputs": inputs,
             "canonical": "\n".join(asserts) + "\n", "target_coverage": round(target, 6),
+            # The shortest holding asserts that reach the same coverage: what the embedded model's corpus trains on
+            # (short inputs make the expected values computable for a small model); judged like `canonical`.
+            "simple_canonical": "\n".join(simple) + "\n",
             "level": r.template.level, "family": r.template.family, "split": split_of(r.source)}
 
 
