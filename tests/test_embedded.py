@@ -78,6 +78,10 @@ def test_domain_pairs_are_distinct_judged_canonical_answers_of_the_split():
         assert len(judged) == 12, name
         records = domain.score([t for t, _ in judged], [r for _, r in judged])
         assert all(r["outcome"] == "success" for r in records), (name, records)
+        if name == "testgen":  # the corpus's short asserts by default; the canonical ones on request
+            assert [p.response for p in pairs] == [tasks[p.prompt]["simple_canonical"] for p in pairs]
+            canonical = domain_pairs(name, "train", 12, seed=0, simple_answers=False)
+            assert [p.response for p in canonical] == [tasks[p.prompt]["canonical"] for p in canonical]
 
 
 def test_mbpp_pairs_take_the_train_ids_only(shared_data):

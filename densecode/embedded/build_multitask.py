@@ -42,6 +42,9 @@ class MultitaskRecipe:
     # anyway (measured: lower held-out answer loss on every task at the same step; docs/embedded-model.md).
     prompt_loss_weight: float = 1.0
     tasks_per_domain: int = 4000  # distinct train-split tasks of each of the five domains
+    # testgen answers: the shortest asserts that reach the canonical coverage (True) or the canonical asserts. Short
+    # inputs make the expected values computable for a small model (measured: docs/embedded-model.md).
+    simple_testgen: bool = True
     stdlib_max: int | None = None  # None: every filtered stdlib function
     mbpp: bool = True  # MBPP's train split (ids 601-974) from the local file (`--mbpp PATH`)
     # Row mixture: the probability that a training row comes from each source.
@@ -80,8 +83,8 @@ def _corpus(recipe: MultitaskRecipe, seed: int, mbpp_path: Path | None):
     train: dict[str, list] = {}
     val: dict[str, list] = {}
     for name in TASK_DOMAINS:
-        train[name] = domain_pairs(name, "train", recipe.tasks_per_domain, seed)
-        val[name] = domain_pairs(name, "validation", 200, seed)
+        train[name] = domain_pairs(name, "train", recipe.tasks_per_domain, seed, recipe.simple_testgen)
+        val[name] = domain_pairs(name, "validation", 200, seed, recipe.simple_testgen)
     if recipe.mbpp:
         if mbpp_path is None or not Path(mbpp_path).is_file():
             raise DensecodeError(f"MBPP's file not found ({mbpp_path}): pass --mbpp PATH to mbpp.jsonl (e.g. "

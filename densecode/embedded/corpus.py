@@ -245,12 +245,14 @@ def held_out_prompts(name: str) -> frozenset[str]:
                      for t in domain.tasks(split, HELD_OUT_GUARD, seed))
 
 
-def domain_pairs(name: str, split: str, n: int, seed: int = 0) -> list[Pair]:
+def domain_pairs(name: str, split: str, n: int, seed: int = 0, simple_answers: bool = True) -> list[Pair]:
     """`n` distinct tasks of domain `name`'s `split` as (prompt, canonical answer) pairs.
 
     A domain's train split may be drawn with replacement, so this draws (up to 8 times) until `n` distinct prompts are in hand (or the
     pool runs dry); a held-out split gives its first `n`. The canonical answer is the one the domain's own judge
-    accepts (tests check 100% of them pass), so nothing unjudged is trained on.
+    accepts (tests check 100% of them pass), so nothing unjudged is trained on. With `simple_answers`, a task that
+    carries a `simple_canonical` answer (testgen's generated tasks: the shortest asserts reaching the canonical
+    coverage) gives that one instead.
     """
     from densecode.domains.registry import get_domain_class
 
@@ -265,7 +267,7 @@ def domain_pairs(name: str, split: str, n: int, seed: int = 0) -> list[Pair]:
         for task in tasks:
             # testgen's generated tasks carry the shortest asserts that reach the canonical coverage: a small model
             # can compute the expected values of short inputs, and they are judged like the canonical ones.
-            answer = task.get("simple_canonical") or domain.canonical_response(task)
+            answer = (simple_answers and task.get("simple_canonical")) or domain.canonical_response(task)
             if answer is None and name == "robotics":
                 answer = task.get("reference")
             if answer is None or task["prompt"] in seen:
