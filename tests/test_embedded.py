@@ -451,3 +451,20 @@ def test_shipped_model_held_out_quality(shipped):
     for label, s in results["robotics"].items():
         assert s["parses"] >= 0.90, (label, s)
         assert 0.10 <= s["success"] <= 0.60, (label, s)
+
+
+def test_band_report_checks_each_target_and_ignores_mbpp():
+    from densecode.embedded.quality import band_report
+
+    def summary(success, parses=1.0):
+        return {"success": success, "parses": parses}
+
+    results = {"robotics": {"greedy": summary(0.41), "T=1.0": summary(0.30)},
+               "codegen": {"greedy": summary(0.20, parses=0.89), "T=1.0": summary(0.71)},
+               "commitmsg": {"greedy": summary(0.15)},
+               "mbpp": {"greedy": summary(0.0)}}
+    checks = dict(band_report(results))
+    failed = sorted(text for text, ok in checks.items() if not ok)
+    assert failed == ["codegen T=1.0: success 71.0% in [15%, 70%]", "codegen greedy: parses 89.0% >= 90%",
+                      "robotics greedy: success 41.0% >= 42%"]
+    assert len(checks) == 8 and not any("mbpp" in text for text in checks)

@@ -133,6 +133,32 @@ def mean_success(results: dict, label: str = "greedy") -> float:
     return sum(values) / max(len(values), 1)
 
 
+# The targets of the five-task model (issue #15): every task's success within BAND at each decoding setting, robotics
+# greedy success at least that of the robotics-only densecode-tiny, and code answers that parse.
+BAND = (0.15, 0.70)
+ROBOTICS_GREEDY_MIN = 0.42
+PARSE_MIN = 0.90
+CODE_TASKS = ("codegen", "codeio", "testgen")
+
+
+def band_report(results: dict) -> list[tuple[str, bool]]:
+    """(check, met) for each target that applies to `results` (MBPP is reported, never judged)."""
+    checks = []
+    for name, per in results.items():
+        if name == "mbpp":
+            continue
+        for label, s in per.items():
+            lo, hi = BAND
+            checks.append((f"{name} {label}: success {s['success']:.1%} in [{lo:.0%}, {hi:.0%}]",
+                           lo <= s["success"] <= hi))
+            if name in CODE_TASKS:
+                checks.append((f"{name} {label}: parses {s['parses']:.1%} >= {PARSE_MIN:.0%}", s["parses"] >= PARSE_MIN))
+        if name == "robotics" and "greedy" in per:
+            checks.append((f"robotics greedy: success {per['greedy']['success']:.1%} >= {ROBOTICS_GREEDY_MIN:.0%}",
+                           per["greedy"]["success"] >= ROBOTICS_GREEDY_MIN))
+    return checks
+
+
 def markdown_table(results: dict) -> str:
     rows = ["| task | decoding | n | parses | runs | success | score | success by level |",
             "|---|---|---|---|---|---|---|---|"]
@@ -178,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}")
         return 2
     print(markdown_table(results))
+    checks = band_report(results)
+    print(f"\ntargets met: {sum(ok for _, ok in checks)} of {len(checks)}")
+    for text, ok in checks:
+        print(f"  [{'x' if ok else ' '}] {text}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
