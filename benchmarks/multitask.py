@@ -135,10 +135,10 @@ def overrides(run: Run, args) -> list[str]:
             f"train.eval_tasks={args.eval_tasks}", f"train.eval_every={args.steps}",
             f"train.save_every={args.save_every}", f"generation.max_new_tokens={args.max_new_tokens}", *args.extra]
     if args.algo == "grpo":
-        # GRPO: beta_k acts in the loss (tasks.kl_beta, algo.grpo.beta), not in the reward. Group advantages on the
-        # per-token mean reward: codeio, testgen and commitmsg report no verifiable outcome (info["outcome"]) for
-        # sequence_reward=outcome. The user's --set can change both.
-        sets += ["reward.weights.kl=0", "algo.grpo.sequence_reward=mean"]
+        # GRPO: beta_k acts in the loss (tasks.kl_beta, algo.grpo.beta), not in the reward; group advantages on each
+        # task's verifiable outcome (the default sequence_reward=outcome: execution accuracy, coverage, text
+        # similarity, pass rate, robot success). The user's --set can change both.
+        sets += ["reward.weights.kl=0"]
     sets += [*run.sets, *args.sets]
     for key, mapping in args.per_task.items():
         mine = {t: v for t, v in mapping.items() if t in run.tasks}

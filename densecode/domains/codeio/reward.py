@@ -64,7 +64,10 @@ class LiteralComponent(RewardComponent):
         inputs = [i for i, s in enumerate(samples) if (s.task or {}).get("direction") == "input" and s.n_tokens]
         verdicts = dict(zip(inputs, judge_answers([samples[i].task for i in inputs],
                                                   [answer_of(samples[i].response) for i in inputs])))
-        return [self.score_input(s, verdicts[i]) if i in verdicts else self.score(s) for i, s in enumerate(samples)]
+        outs = [self.score_input(s, verdicts[i]) if i in verdicts else self.score(s) for i, s in enumerate(samples)]
+        for out in outs:  # the task's verifiable outcome (GRPO's `sequence_reward: outcome`): execution accuracy
+            out.info["outcome"] = out.info["correct"]
+        return outs
 
     def score_input(self, s: Sample, verdict) -> ComponentOutput:
         """The input direction's token reward (module doc) from the sandbox's verdict on the answer's arguments."""

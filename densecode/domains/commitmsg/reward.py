@@ -76,5 +76,7 @@ class CommitmsgComponent(RewardComponent):
                                 if j["matched_spans"] else None, tokens,
                                 f"ROUGE-L F1 {j['rouge_l']:.2f}, chrF {j['chrf']:.2f}; shared words: "
                                 f"{' '.join(matched_words) or '(none: nothing given)'}", given))
-        info = {"rouge_l": j["rouge_l"], "chrf": j["chrf"], "score": s, "exact": j["exact"], "has_task": 1.0}
+        # `outcome`: the task's verifiable outcome (GRPO's `sequence_reward: outcome`), the text similarity score.
+        info = {"rouge_l": j["rouge_l"], "chrf": j["chrf"], "score": s, "exact": j["exact"], "has_task": 1.0,
+                "outcome": s}
         return ComponentOutput(values, records, info)

@@ -94,5 +94,8 @@ class TestgenComponent(RewardComponent):
                 "branch_coverage": cov.branch if cov else 0.0, "mutation_score": report.mutation_score,
                 "n_asserts": float(n_tests), "hold_rate": report.n_holding / n_tests if n_tests else 0.0,
                 "success": float(report.outcome(target) == "success"), "judge_error": float(bool(report.error)),
-                "has_task": 1.0}
+                "has_task": 1.0,
+                # The task's verifiable outcome (GRPO's `sequence_reward: outcome`): the coverage its holding asserts
+                # reach, the domain's score.
+                "outcome": cov.total if cov else 0.0}
         return ComponentOutput(values, records, info)
