@@ -32,10 +32,10 @@ length-dependent part, and it runs in C).
 
 from __future__ import annotations
 
-import ast
 import copy
 import re
-import warnings
+
+from densecode.grammar_targets import START_CONTEXT, TargetRules
 
 RELEX_TOKENS = 3
 # Terminals that a longer terminal can start with and run past the token after them.
@@ -79,13 +79,16 @@ class _ParseSnapshot:
     """Parser state after some number of post-lexed tokens.
 
     `stacks`: one LALR state stack per reading of the soft keywords so far (almost
-    always one); `finals`: the terminals the last parsed token was read as.
+    always one); `finals`: the terminals the last parsed token was read as; `context`:
+    what `TargetRules.step` tracks (which statement, where its current target began).
     """
 
-    __slots__ = ("cur_ac", "dedent_queue", "finals", "indent_level", "last_parsed", "next_ac", "stacks")
+    __slots__ = ("context", "cur_ac", "dedent_queue", "finals", "indent_level", "last_parsed", "next_ac", "stacks")
 
-    def __init__(self, stacks, cur_ac, next_ac, indent_level, dedent_queue, last_parsed, finals=()):
+    def __init__(self, stacks, cur_ac, next_ac, indent_level, dedent_queue, last_parsed, finals=(),
+                 context=START_CONTEXT):
         self.stacks = stacks
+        self.context = context  # densecode.grammar_targets: the statement and target being written
         self.finals = finals
         self.cur_ac = cur_ac
         self.next_ac = next_ac
@@ -115,9 +118,12 @@ class IncrementalPythonParser:
         self._Shift = _shift_action()
         self._accepts_cache = base_parser.__dict__.setdefault("_densecode_stack_accepts", {})
         self._sequences_cache = base_parser.__dict__.setdefault("_densecode_accept_sequences", {})
-        self._targets_cache = base_parser.__dict__.setdefault("_densecode_for_targets", {})
+        self._targets = base_parser.__dict__.get("_densecode_target_rules")
+        if self._targets is None:
+            self._targets = base_parser.__dict__["_densecode_target_rules"] = TargetRules(base_parser)
         self.last_parsed = None
         self.next_ac_terminals: set = set()
+        self.version = 0  # calls so far: a lazily built mask reads `post` only while it is unchanged
         self.reset()
 
     def reset(self) -> None:
@@ -277,8 +283,8 @@ class IncrementalPythonParser:
                 return k
         return None
 
-    def _for_target_ok(self, post: list, index: int, code: str) -> bool:
-        """Python's verdict on the target of the `for` whose `in` may be post[index].
+    def _for_target_ok(self, post: list, index: int, code: str, end_pos: int | None = None) -> bool:
+        """Python's verdict on the target of the `for` whose `in` may be post[index] (or come at `end_pos`).
 
         The grammar lets any expression be a `for` target; Python only names, attributes,
         subscripts, starred targets and tuples/lists of them (`for len(x) in` is "cannot assign
@@ -305,22 +311,8 @@ class IncrementalPythonParser:
         if before >= 0 and post[before].type == "ASYNC":
             before -= 1
         statement = before < 0 or post[before].type in ("_NL", "_INDENT", "_DEDENT")
-        text = code[post[j].end_pos:post[index].start_pos]
-        key = (statement, text)
-        found = self._targets_cache.get(key)
-        if found is None:
-            probe = f"for{text} in _: pass\n" if statement else f"(_ for{text} in _)\n"
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ast.parse(probe)
-                found = True
-            except (SyntaxError, ValueError, MemoryError, RecursionError):
-                found = False
-            if len(self._targets_cache) > _ACCEPTS_CACHE_LIMIT:
-                self._targets_cache.clear()
-            self._targets_cache[key] = found
-        return found
+        text = code[post[j].end_pos:post[index].start_pos if end_pos is None else end_pos]
+        return self._targets.text_ok("for" if statement else "comprehension", text)
 
     def _accepts_all(self, stacks) -> frozenset:
         """The terminals some reading accepts."""
@@ -366,6 +358,7 @@ class IncrementalPythonParser:
     def get_acceptable_next_terminals(self, code: str):
         from syncode.parse_result import IndentationConstraint, RemainderState
 
+        self.version += 1
         self._lex(code)
         post = self.post
         # Resume after the longest run of post-lexed tokens that was parsed before.
@@ -379,13 +372,17 @@ class IncrementalPythonParser:
         snap = self.snapshots[same]
         stacks = [list(stack) for stack in snap.stacks]
         finals = snap.finals
+        context = snap.context
+        targets = self._targets
         cur_ac, next_ac = snap.cur_ac, snap.next_ac
         indent_level = list(snap.indent_level)
         dedent_queue = list(snap.dedent_queue)
         last_parsed = snap.last_parsed
         parse_incomplete = False
         growing_from = None  # start of a number still being typed in pieces (`1e` of `1e3j`)
-        bad_target = False  # a `for` target Python rejects (`for len(x) in`): its `in` is refused
+        # A target Python rejects (`for len(x) in`, `f(x) =`, `del f()` + line break): the kind of
+        # target, whose terminals (`in`, `=`, ...) are then refused (densecode.grammar_targets).
+        bad_target = None
         pos = same
         while pos < len(post):
             token = post[pos]
@@ -400,8 +397,10 @@ class IncrementalPythonParser:
             elif token.type == "_DEDENT":  # fed once code follows on the next line
                 dedent_queue.append(token)
                 fed.append(token)
+                context = START_CONTEXT
                 self.snapshots.append(_ParseSnapshot(tuple(map(tuple, stacks)), cur_ac, next_ac,
-                                                     tuple(indent_level), tuple(dedent_queue), last_parsed, finals))
+                                                     tuple(indent_level), tuple(dedent_queue), last_parsed, finals,
+                                                     context))
                 continue
             else:
                 last_parsed = token
@@ -411,10 +410,28 @@ class IncrementalPythonParser:
                         indent_level.pop()
                         stacks, _ = self._feed_readings(stacks, dedent_queue.pop())
                         cur_ac, next_ac = next_ac, self._accepts_all(stacks)
-                if token.type == "IN" and not self._for_target_ok(post, pos - 1, code):
-                    bad_target = True
+                ttype = token.type
+                if ttype == "IN" and not self._for_target_ok(post, pos - 1, code):
+                    bad_target = "for"
                     raise KeyError("IN")
+                maybe_match = False  # a failed annotation check that a `match` statement may survive
+                if ttype in targets.enders:
+                    role = targets.role(context, ttype, pos - 1)
+                    if role is not None and not targets.segment_ok(role, post, context[2], pos - 1, code):
+                        if role == "annotation" and context[4]:
+                            maybe_match = True
+                        else:
+                            bad_target = role
+                            raise KeyError(ttype)
                 stacks, read_as = self._feed_readings(stacks, token)
+                if maybe_match:
+                    # `match (x):` is a match statement's first line, not an annotation of a call:
+                    # keep the readings in which the colon ends a match subject (only a line break follows).
+                    stacks = [stack for stack in stacks if not self._can_feed(tuple(stack), "NAME")]
+                    if not stacks:
+                        bad_target = "annotation"
+                        raise KeyError(ttype)
+                context = targets.step(context, ttype, pos - 1, read_as)
                 if token.type != "_INDENT":
                     finals = read_as
             except KeyError:
@@ -429,13 +446,19 @@ class IncrementalPythonParser:
                     break
                 if token != post[-1]:  # syncode's test (by token value): only the last token may fail
                     raise ParseFailed(f"unexpected {token.type} {token!r}") from None
+                if token is post[-1] and code[token.end_pos:token.end_pos + 1] not in ("", "'", '"') and \
+                        token.type not in ("_NL", "_INDENT", "_DEDENT"):
+                    # Whitespace, a comment or a line continuation after the refused token (`f(x) = `,
+                    # `2 an\\`): it is finished, so it cannot grow into a terminal that fits (`==`, `and`).
+                    # (A quote right after it may still make it a string prefix: `"a" r"b"`.)
+                    raise ParseFailed(f"unexpected {token.type} {token!r}") from None
                 parse_incomplete = True
                 cur_ac, next_ac = next_ac, frozenset()
                 break
             cur_ac, next_ac = next_ac, self._accepts_all(stacks)
             fed.append(token)
             self.snapshots.append(_ParseSnapshot(tuple(map(tuple, stacks)), cur_ac, next_ac, tuple(indent_level),
-                                                 tuple(dedent_queue), last_parsed, finals))
+                                                 tuple(dedent_queue), last_parsed, finals, context))
 
         # syncode's _get_remainder
         final_terminals = (None,)
@@ -469,7 +492,7 @@ class IncrementalPythonParser:
         self.last_parsed = last_parsed
         cur_ac, next_ac = set(cur_ac), set(next_ac)
         if bad_target and remainder_state == RemainderState.INCOMPLETE:
-            cur_ac.discard("IN")  # the unfinished `in` is no viable prefix after this target
+            cur_ac -= targets.refused[bad_target]  # the refused `in` / `=` / ... is no viable prefix here
         next_ac_indents = None
         if remainder_state in (RemainderState.MAYBE_COMPLETE, RemainderState.COMPLETE) and \
                 last_parsed is not None and last_parsed.type == "_NL":
@@ -504,9 +527,30 @@ class IncrementalPythonParser:
             firsts = cur_ac - set(final_terminals)
         firsts.update(self._ignore)
 
+        # Where the target being written starts (its text is read only if a mask is built), and for
+        # a last token that may still grow into another terminal (`+` -> `+=`), where the target before it starts.
+        target_start = post[context[2]].start_pos if 0 <= context[2] < len(fed) else None
+        before_last = None
+        if remainder_state == RemainderState.MAYBE_COMPLETE and fed and fed[-1] is last_parsed:
+            previous = self.snapshots[len(fed) - 1].context
+            if 0 <= previous[2] < len(fed) - 1:
+                before_last = (previous, post[previous[2]].start_pos, last_parsed.start_pos)
+        version = self.version
+
         def sequences():
+            current, following = cur_ac, next_ac
+            if remainder_state != RemainderState.INCOMPLETE:
+                # `=`, `+=`, `:`, ... after a target Python rejects: no mask token may end the target there.
+                if target_start is not None:
+                    following = following - targets.blocked_next(context, code[target_start:])
+                if before_last is not None:
+                    previous, start, end = before_last
+                    current = current - (targets.blocked_next(previous, code[start:end]) - set(final_terminals))
+                if "IN" in following and self.version == version and \
+                        not self._for_target_ok(post, len(post), code, len(code)):
+                    following = following - {"IN"}
             # a soft keyword read two ways: what either reading accepts
-            return set().union(*(self._accept_sequences(remainder_state, cur_ac, next_ac, final)[0]
+            return set().union(*(self._accept_sequences(remainder_state, current, following, final)[0]
                                  for final in final_terminals))
 
         result = _lazy_result_class()(None, remainder, remainder_state, next_ac_indents,

@@ -80,7 +80,7 @@ def test_same_answers_as_syncode_parser_on_every_prefix(engine):
     new, reference = new_row_parser(proc, "incremental"), new_row_parser(proc, "fast")
     rng = random.Random(0)
     probes = ["(", '"', "1", "e", "+", ".", " ", "\n", "x", ")", "#", "'''", "\\", ":"]
-    checked = differs = 0
+    checked = differs = finished = targets = 0
     for i in range(1, len(TRICKY) + 1):
         for code in (TRICKY[:i] + rng.choice(probes), TRICKY[:i]):
             got, want = _answer(new, code), _answer(reference, code)
@@ -90,12 +90,23 @@ def test_same_answers_as_syncode_parser_on_every_prefix(engine):
                 # unfinished token, where syncode rejects it or keeps only its last piece.
                 assert got[1:3] == (run, RemainderState.INCOMPLETE), (repr(code[-40:]), got)
                 differs += 1
+            elif got != want and got[0] == "raises" and want[2] == RemainderState.INCOMPLETE and code[-1] in " \t\\\n#":
+                # Deliberate difference: a token the parser refuses, followed by whitespace, a comment
+                # or a line continuation, is finished (syncode keeps it as an unfinished remainder).
+                finished += 1
+            elif got != want and got[1:] == want[1:] and got[0] < want[0]:
+                # Deliberate difference (densecode/grammar_targets.py): the mask leaves out `=`, `:`,
+                # `,`, a line break ... after a target Python rejects (`"doc" =`).
+                enders = set().union(*new._targets.refused.values())
+                assert all(seq[-1] in enders for seq in want[0] - got[0]), (repr(code[-40:]), want[0] - got[0])
+                targets += 1
             else:
                 assert got == want, (repr(code[-40:]), got, want)
             if got[0] != "raises":
                 assert _lexed(new) == _full_lex(proc, code), repr(code[-40:])
             checked += 1
-    assert checked > 1000 and differs < checked // 20
+    assert checked > 1000 and differs < checked // 20, (checked, differs, finished, targets)
+    assert finished + targets < checked // 10, (checked, differs, finished, targets)
 
 
 def _growing_number_at_end(parser, code):
