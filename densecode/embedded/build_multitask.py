@@ -25,9 +25,9 @@ from densecode.errors import DensecodeError
 @dataclass
 class MultitaskRecipe:
     vocab_size: int = 2048
-    # "code": a name is the same token after a space, a bracket or a quote (copying a name from the prompt is one
-    # mapping, not two), digits one by one; "gpt2": densecode-tiny's splits. See densecode/embedded/tokenizer.py.
-    pretokenizer: str = "code"
+    # "gpt2": densecode-tiny's splits; "code": a name is the same token after a space, a bracket or a quote, digits
+    # one by one (densecode/embedded/tokenizer.py). Measured: "code" did not help at this budget (docs/embedded-model.md).
+    pretokenizer: str = "gpt2"
     n_layer: int = 4
     n_embd: int = 192
     n_head: int = 4
