@@ -222,16 +222,6 @@ def _grammar_accepts(parser, code: str) -> bool:
     return result.remainder_state.name != "INCOMPLETE" and "$END" in parser.next_ac_terminals
 
 
-def _answer(parser, code):
-    try:
-        r = parser.get_acceptable_next_terminals(code)
-    except Exception as exc:  # noqa: BLE001
-        return ("raises", type(exc).__name__)
-    ind = r.next_ac_indents
-    ind = None if ind is None else (ind.accept_indents, ind.greater_than_indent_val)
-    return (frozenset(tuple(a.accept_terminals) for a in r.accept_sequences), r.remainder, r.remainder_state, ind,
-            frozenset(parser.next_ac_terminals))
-
 
 # ---------------------------------------------------------------- tests
 
@@ -318,21 +308,11 @@ def test_check_flags_malformed_match_statements(engine, code, bad_at):
     assert len(accepted_text) <= cut + len(bad_at), (accepted_text, code)
 
 
-def test_incremental_parser_agrees_with_a_fresh_parser_on_every_prefix(engine):
+def test_incremental_parser_agrees_with_a_fresh_parser_on_every_prefix(engine, reused_parser_agrees):
     """Reused row parser (as decoding uses it) vs a new parser per prefix, with probes that backtrack."""
-    from densecode.grammar import new_row_parser
 
     proc, _ = engine
     rng = random.Random(3)
     programs = VALID_PROGRAMS[:2] + [_mutated_program(rng) for _ in range(3)]
     probes = ["(", "_", "match", " case", ":", "\n", "\n    ", "|", " as ", "=", ".", ",", "*", "x"]
-    reused = new_row_parser(proc, "incremental")
-    checked = 0
-    for code in programs:
-        reused.reset()
-        for i in range(1, len(code) + 1):
-            for text in (code[:i] + rng.choice(probes), code[:i]):
-                fresh = new_row_parser(proc, "incremental")
-                assert _answer(reused, text) == _answer(fresh, text), repr(text[-60:])
-                checked += 1
-    assert checked > 1000
+    assert reused_parser_agrees(proc, programs, probes, rng) > 1000

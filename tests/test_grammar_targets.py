@@ -382,10 +382,9 @@ def test_mask_leaves_out_what_would_end_a_bad_target(engine):
     assert {"\n", ","} & allowed("del f().x") == {"\n", ","} & {tok.decode([i]) for i in range(vocab)}
 
 
-def test_incremental_parser_agrees_with_a_fresh_parser_on_assignments(engine):
+def test_incremental_parser_agrees_with_a_fresh_parser_on_assignments(engine, reused_parser_agrees):
     """The statement context is kept per snapshot: a reused row parser (with probes it must back out of)
     answers what a fresh parser answers on every prefix."""
-    from densecode.grammar import new_row_parser
 
     proc, _ = engine
     rng = random.Random(11)
@@ -393,22 +392,5 @@ def test_incremental_parser_agrees_with_a_fresh_parser_on_assignments(engine):
                 "if x: y += 1\nmatch (z):\n    case 1:\n        w = z\n", "x = lambda a=1: a; (b, [c, *d]) = e\n"]
     programs += [code for code, _ in _generated_programs(5, 6)]
     probes = ["=", " = 1", "(", ")", ":", "+=", ",", "\n", "del ", " as ", "f()", ".x", "lambda:", ";"]
-    reused = new_row_parser(proc, "incremental")
-    checked = 0
-    for code in programs:
-        reused.reset()
-        for i in range(1, len(code) + 1):
-            for text in (code[:i] + rng.choice(probes), code[:i]):
-                fresh = new_row_parser(proc, "incremental")
-                assert _answer(reused, text) == _answer(fresh, text), repr(text[-60:])
-                checked += 1
-    assert checked > 500
+    assert reused_parser_agrees(proc, programs, probes, rng) > 500
 
-
-def _answer(parser, code):
-    try:
-        result = parser.get_acceptable_next_terminals(code)
-    except Exception as exc:  # noqa: BLE001
-        return ("raises", type(exc).__name__)
-    return (frozenset(tuple(a.accept_terminals) for a in result.accept_sequences), result.remainder,
-            result.remainder_state, frozenset(parser.next_ac_terminals))
