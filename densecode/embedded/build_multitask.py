@@ -38,6 +38,10 @@ class MultitaskRecipe:
     batch_size: int = 16
     lr: float = 2e-3
     warmup: int = 50
+    # Data-parallel CPU processes (each with the build's --threads): every process takes its share of each batch and
+    # the gradients are summed, so 2 processes on 2 cores run about twice the steps per hour of one. The weights
+    # depend on the count (float summation order), so it is part of the recipe; bit-for-bit reproducible at a count.
+    processes: int = 1
     # Loss weight of prompt tokens (the response's is 1): the code in the prompts is signal the forward pass computes
     # anyway (measured: lower held-out answer loss on every task at the same step; docs/embedded-model.md).
     prompt_loss_weight: float = 1.0
@@ -120,13 +124,14 @@ def build_multitask(recipe: MultitaskRecipe, out: Path, *, seed: int = 0, progre
     import torch
     import transformers
 
-    from densecode.embedded.quality import mean_success, measure
     from densecode.embedded.tokenizer import train_tokenizer
     from densecode.embedded.train import ModelShape, TrainSettings, build_model, train
 
     transformers.logging.set_verbosity_error()  # padded-rows warnings: labels mask them
     t0 = time.perf_counter()
     probs = _sources(recipe)
+    if recipe.processes < 1 or (recipe.processes > 1 and device != "cpu"):
+        raise DensecodeError(f"recipe.processes {recipe.processes}: use >= 1 processes on the CPU, 1 on {device}")
     if recipe.pretokenizer not in PRETOKENIZERS:
         raise DensecodeError(f"recipe.pretokenizer {recipe.pretokenizer!r}: use one of {', '.join(PRETOKENIZERS)}")
     bad = [s for s in recipe.select_steps if not 1 <= s <= recipe.steps]
@@ -160,33 +165,18 @@ def build_multitask(recipe: MultitaskRecipe, out: Path, *, seed: int = 0, progre
         },
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-                        "machine": platform.machine(), "device": device},
+                        "machine": platform.machine(), "device": device,
+                        "processes": recipe.processes},
     }
-    selection: list[dict] = []
-    best: dict = {}
-
-    def on_checkpoint(step, m):
-        if step in (checkpoint_steps or []):
-            _save(m, tokenizer, out.parent / f"{out.name}-step{step}", {**info, "checkpoint_step": step})
-        if step not in select:
-            return
-        # Generation must not move the training RNG: the build stays bit-for-bit reproducible.
-        rng = torch.get_rng_state()
-        m.eval()
-        res = measure(m, tokenizer, split="validation", n_tasks=recipe.select_tasks, seed=seed,
-                      settings=(("greedy", 0.0),), progress=False)
-        m.train()
-        torch.set_rng_state(rng)
-        row = {"step": step, **{k: round(v["greedy"]["success"], 4) for k, v in res.items()},
-               "mean": round(mean_success(res), 4)}
-        selection.append(row)
-        if progress:
-            print(f"step {step}: validation success {row}", flush=True)
-        if not best or row["mean"] >= best["mean"]:
-            best.update(row, state={k: v.detach().clone() for k, v in m.state_dict().items()})
-
-    log = train(model, tokenizer, pools, probs, settings, val_pools=val_pools, on_checkpoint=on_checkpoint,
-                progress=progress)
+    selector = _Selector(tokenizer, select, recipe.select_tasks, seed, list(checkpoint_steps or []), out, info,
+                         progress)
+    if recipe.processes > 1:
+        log, selector = train_in_processes(recipe.processes, model, tokenizer, pools, probs, settings,
+                                           val_pools=val_pools, on_checkpoint=selector, progress=progress)
+    else:
+        log = train(model, tokenizer, pools, probs, settings, val_pools=val_pools, on_checkpoint=selector,
+                    progress=progress)
+    selection, best = selector.selection, selector.best
     model.load_state_dict(best.pop("state"))
     info.update({
         "tokenizer_seconds": round(t_tok - t0, 1),
@@ -201,3 +191,97 @@ def build_multitask(recipe: MultitaskRecipe, out: Path, *, seed: int = 0, progre
     })
     _save(model.to("cpu"), tokenizer, out, info)
     return info
+
+
+class _Selector:
+    """The build's checkpoint hook (rank 0's in a data-parallel build): writes requested intermediate checkpoints and,
+    at the selection steps, answers validation tasks of every domain and keeps the best state."""
+
+    def __init__(self, tokenizer, select, select_tasks, seed, checkpoint_steps, out, info, progress):
+        self.tokenizer, self.select, self.select_tasks, self.seed = tokenizer, select, select_tasks, seed
+        self.checkpoint_steps, self.out, self.info, self.progress = checkpoint_steps, out, info, progress
+        self.selection: list[dict] = []
+        self.best: dict = {}
+
+    def __call__(self, step, m):
+        import torch
+
+        from densecode.embedded.quality import mean_success, measure
+
+        if step in self.checkpoint_steps:
+            _save(m, self.tokenizer, self.out.parent / f"{self.out.name}-step{step}", {**self.info, "checkpoint_step": step})
+        if step not in self.select:
+            return
+        # Generation must not move the training RNG: the build stays bit-for-bit reproducible.
+        rng = torch.get_rng_state()
+        m.eval()
+        res = measure(m, self.tokenizer, split="validation", n_tasks=self.select_tasks, seed=self.seed,
+                      settings=(("greedy", 0.0),), progress=False)
+        m.train()
+        torch.set_rng_state(rng)
+        row = {"step": step, **{k: round(v["greedy"]["success"], 4) for k, v in res.items()},
+               "mean": round(mean_success(res), 4)}
+        self.selection.append(row)
+        if self.progress:
+            print(f"step {step}: validation success {row}", flush=True)
+        if not self.best or row["mean"] >= self.best["mean"]:
+            self.best.update(row, state={k: v.detach().clone() for k, v in m.state_dict().items()})
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def train_in_processes(processes: int, model, tokenizer, pools, probs, settings, *, val_pools=None,
+                       on_checkpoint=None, progress: bool = True):
+    """`train(...)` data-parallel in `processes` spawned CPU processes joined by a gloo group (each with this process's
+    torch thread count; densecode/embedded/train.py splits every batch among them). Rank 0 validates and calls
+    `on_checkpoint` (a picklable callable); `model` ends with the trained weights. Returns (log, rank 0's
+    on_checkpoint after training)."""
+    import tempfile
+
+    import torch
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="densecode-build-") as tmp:
+        job = Path(tmp) / "job.pt"
+        torch.save({"config": model.config, "state": model.state_dict(), "tokenizer": tokenizer, "pools": pools,
+                    "probs": probs, "settings": settings, "val_pools": val_pools, "on_checkpoint": on_checkpoint,
+                    "progress": progress}, job)
+        mp.spawn(_train_worker, args=(processes, str(job), _free_port(), torch.get_num_threads()), nprocs=processes,
+                 join=True)
+        result = torch.load(Path(tmp) / "result.pt", weights_only=False)
+    model.load_state_dict(result["state"])
+    return result["log"], result["on_checkpoint"]
+
+
+def _train_worker(rank: int, processes: int, job: str, port: int, threads: int) -> None:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    import transformers
+    from transformers import GPT2LMHeadModel
+
+    from densecode.embedded.train import train
+
+    torch.set_num_threads(threads)
+    transformers.logging.set_verbosity_error()
+    # rank 0 validates for minutes at the selection steps while the others wait at their next all-reduce.
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=processes,
+                            timeout=timedelta(hours=2))
+    try:
+        payload = torch.load(job, weights_only=False)
+        model = GPT2LMHeadModel(payload["config"])
+        model.load_state_dict(payload["state"])
+        hook = payload["on_checkpoint"]
+        log = train(model, payload["tokenizer"], payload["pools"], payload["probs"], payload["settings"],
+                    val_pools=payload["val_pools"], on_checkpoint=hook, progress=payload["progress"])
+        if rank == 0:
+            torch.save({"log": log, "on_checkpoint": hook, "state": model.state_dict()}, Path(job).parent / "result.pt")
+    finally:
+        dist.destroy_process_group()

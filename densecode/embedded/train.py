@@ -139,6 +139,14 @@ def weighted_prompt_loss(model, x: torch.Tensor, y: torch.Tensor, pad_id: int, w
     """Next-token loss on the labelled (response) tokens plus `weight` x the loss on prompt tokens, normalised by the
     total weight. A prompt token is an unlabelled non-pad input token: prompts hold no EOS (the pad id), and every
     EOS inside a row is a labelled response end."""
+    total, w = weighted_loss_terms(model, x, y, pad_id, weight)
+    return total / w.clamp_min(1.0)
+
+
+def weighted_loss_terms(model, x: torch.Tensor, y: torch.Tensor, pad_id: int,
+                        weight: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum of the weighted token losses, sum of the weights) of `weighted_prompt_loss`: a data-parallel step divides
+    each process's sum by the weights of the whole batch, so the gradient is the one-process gradient."""
     logits = model(input_ids=x).logits[:, :-1]
     flat = logits.reshape(-1, logits.size(-1))
     target = y[:, 1:]
@@ -146,7 +154,39 @@ def weighted_prompt_loss(model, x: torch.Tensor, y: torch.Tensor, pad_id: int, w
     both = torch.where(prompt, x[:, 1:], target)
     nll = torch.nn.functional.cross_entropy(flat, both.reshape(-1), ignore_index=IGNORE, reduction="none")
     w = torch.where(prompt, weight, 1.0).reshape(-1) * (both.reshape(-1) != IGNORE)
-    return (nll * w).sum() / w.sum().clamp_min(1.0)
+    return (nll * w).sum(), w.sum()
+
+
+def _process_group() -> tuple[int, int]:
+    """(rank, world size) of the live torch.distributed group; (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _data_parallel_backward(model, x, y, pad_id: int, weight: float) -> tuple[float, int]:
+    """One data-parallel backward over this process's share of the batch: the weighted loss sum over the weights of
+    the whole batch, the gradients summed over processes (one all-reduce of one flat buffer, the loss sum riding
+    along). Every process then holds the one-process gradient of the whole batch and steps identically.
+    Returns (the batch's loss, the batch's non-pad tokens)."""
+    import torch.distributed as dist
+
+    totals = torch.tensor([0.0, float((x != pad_id).sum())])
+    total, w = weighted_loss_terms(model, x, y, pad_id, weight)
+    totals[0] = float(w)
+    dist.all_reduce(totals)
+    (total / totals[0].clamp_min(1.0)).backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([p.grad.reshape(-1) for p in params] + [total.detach().reshape(1) / totals[0].clamp_min(1.0)])
+    dist.all_reduce(flat)
+    offset = 0
+    for p in params:
+        n = p.grad.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+        offset += n
+    return float(flat[-1]), int(totals[1])
 
 
 def lr_at(step: int, s: TrainSettings) -> float:
@@ -176,6 +216,9 @@ def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], set
     """Train in place; return a log with per-step loss, eval losses and measured tokens/s."""
     from tqdm.auto import tqdm
 
+    # Under torch.distributed (build_multitask's processes > 1) each process takes its share of every batch, rows
+    # rank, rank + world, ...: all draw the same batches from the same seeded sampler.
+    rank, world = _process_group()
     torch.manual_seed(settings.seed)
     sampler = RowSampler(pools, probs, settings.seed)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -185,38 +228,43 @@ def train(model, tokenizer, pools: dict[str, list], probs: dict[str, float], set
         lr=settings.lr, betas=(0.9, 0.95), eps=1e-8,
     )
     pad = tokenizer.pad_token_id
-    log: dict = {"loss": [], "eval": [], "tokens": 0}
+    log: dict = {"loss": [], "eval": [], "tokens": 0, "processes": world}
     model.train()
     start = time.perf_counter()
     n_steps = settings.steps if settings.stop_at is None else min(settings.stop_at, settings.steps)
-    bar = tqdm(range(n_steps), desc="train densecode-tiny", unit="step", disable=not progress,
+    bar = tqdm(range(n_steps), desc="train densecode-tiny", unit="step", disable=not progress or rank != 0,
                dynamic_ncols=True)
     ema = None
     for step in bar:
         for group in optim.param_groups:
             group["lr"] = lr_at(step, settings)
-        x, y = collate(sampler.batch(settings.batch_size), pad, settings.ctx)
+        rows = sampler.batch(settings.batch_size)
+        x, y = collate(rows[rank::world], pad, settings.ctx)
         x, y = x.to(model.device), y.to(model.device)
-        if settings.prompt_loss_weight:
-            loss = weighted_prompt_loss(model, x, y, pad, settings.prompt_loss_weight)
-        else:
-            loss = model(input_ids=x, labels=y).loss
         optim.zero_grad(set_to_none=True)
-        loss.backward()
+        if world > 1:
+            value, tokens = _data_parallel_backward(model, x, y, pad, settings.prompt_loss_weight)
+        else:
+            if settings.prompt_loss_weight:
+                loss = weighted_prompt_loss(model, x, y, pad, settings.prompt_loss_weight)
+            else:
+                loss = model(input_ids=x, labels=y).loss
+            loss.backward()
+            value, tokens = float(loss.detach()), int((x != pad).sum())
         torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
         optim.step()
-        value = float(loss.detach())
         log["loss"].append(round(value, 4))
-        log["tokens"] += int((x != pad).sum())
+        log["tokens"] += tokens
         ema = value if ema is None else 0.95 * ema + 0.05 * value
         elapsed = time.perf_counter() - start
         bar.set_postfix(loss=f"{ema:.3f}", tok_s=f"{log['tokens'] / elapsed:.0f}")
         done = step + 1
-        if val_pools and (done % settings.eval_every == 0 or done == n_steps):
+        # Validation losses and checkpoints are rank 0's; the others wait for it at the next all-reduce.
+        if rank == 0 and val_pools and (done % settings.eval_every == 0 or done == n_steps):
             losses = {k: round(evaluate_loss(model, v, pad, settings.ctx), 4) for k, v in val_pools.items() if v}
             log["eval"].append({"step": done, **losses})
             bar.write(f"step {done}: eval {losses}")
-        if on_checkpoint and done in settings.checkpoint_steps:
+        if rank == 0 and on_checkpoint and done in settings.checkpoint_steps:
             on_checkpoint(done, model)
     log["seconds"] = round(time.perf_counter() - start, 1)
     log["tokens_per_s"] = round(log["tokens"] / max(1e-9, log["seconds"]), 1)
