@@ -248,7 +248,7 @@ def test_stage2_from_a_saved_stage1_equals_the_whole_build(tmp_path):
 
 MULTITASK_TINY = {"vocab_size": 300, "n_layer": 1, "n_embd": 32, "n_head": 2, "n_inner": 64, "n_positions": 512, "ctx": 320,
         "steps": 4, "batch_size": 4, "warmup": 1, "tasks_per_domain": 8, "stdlib_max": 40, "mbpp": False,
-        "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2}
+        "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2, "processes": 1}
 
 
 def test_multitask_build_is_loadable_and_keeps_the_best_validation_checkpoint(tmp_path):

@@ -186,6 +186,8 @@ def _run_multitask(args: argparse.Namespace) -> int:
         except (RuntimeError, AssertionError) as exc:
             raise DensecodeError(f"--device {args.device}: not usable here ({exc}); use --device cpu") from None
     recipe = MultitaskRecipe(**MULTITASK_TOY) if args.toy else MultitaskRecipe(**SIZES[args.size])
+    if args.device != "cpu":
+        recipe.processes = 1  # data-parallel processes are a CPU build's; one GPU trains the whole batch
     if args.no_mbpp:
         recipe.mbpp = False
     _apply_overrides(recipe, args.overrides)

@@ -34,14 +34,14 @@ class MultitaskRecipe:
     n_inner: int = 768
     n_positions: int = 512  # room for a long prompt plus its answer at generation time
     ctx: int = 320  # training rows (the longest task prompt + answer is ~300 tokens)
-    steps: int = 1500  # learning-rate schedule length
+    steps: int = 2700  # learning-rate schedule length
     batch_size: int = 16
     lr: float = 2e-3
     warmup: int = 50
     # Data-parallel CPU processes (each with the build's --threads): every process takes its share of each batch and
     # the gradients are summed, so 2 processes on 2 cores run about twice the steps per hour of one. The weights
     # depend on the count (float summation order), so it is part of the recipe; bit-for-bit reproducible at a count.
-    processes: int = 1
+    processes: int = 2
     # Loss weight of prompt tokens (the response's is 1): the code in the prompts is signal the forward pass computes
     # anyway (measured: lower held-out answer loss on every task at the same step; docs/embedded-model.md).
     prompt_loss_weight: float = 1.0
@@ -54,21 +54,21 @@ class MultitaskRecipe:
     # Row mixture: the probability that a training row comes from each source.
     p_robotics: float = 0.34
     p_codegen: float = 0.20
-    p_codeio: float = 0.13
+    p_codeio: float = 0.20
     p_testgen: float = 0.15
-    p_commitmsg: float = 0.10
-    p_mbpp: float = 0.03
-    p_stdlib: float = 0.05
+    p_commitmsg: float = 0.06
+    p_mbpp: float = 0.02
+    p_stdlib: float = 0.03
     eval_every: int = 250  # validation losses
     # Steps at which the model answers `select_tasks` validation tasks of each domain (greedy); the checkpoint with
     # the best average success ships (ties: the later one).
-    select_steps: list[int] = field(default_factory=lambda: [750, 1125, 1500])
+    select_steps: list[int] = field(default_factory=lambda: [1350, 2025, 2700])
     select_tasks: int = 48
 
 
 MULTITASK_TOY = {"vocab_size": 512, "n_layer": 2, "n_embd": 64, "n_head": 2, "n_inner": 256, "n_positions": 512, "ctx": 320,
        "steps": 30, "batch_size": 8, "warmup": 5, "tasks_per_domain": 40, "stdlib_max": 200, "mbpp": False,
-       "eval_every": 30, "select_steps": [15, 30], "select_tasks": 3}
+       "eval_every": 30, "select_steps": [15, 30], "select_tasks": 3, "processes": 1}
 
 
 def _sources(recipe: MultitaskRecipe) -> dict[str, float]:
