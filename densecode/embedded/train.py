@@ -173,9 +173,8 @@ def _data_parallel_backward(model, x, y, pad_id: int, weight: float) -> tuple[fl
     Returns (the batch's loss, the batch's non-pad tokens)."""
     import torch.distributed as dist
 
-    totals = torch.tensor([0.0, float((x != pad_id).sum())])
     total, w = weighted_loss_terms(model, x, y, pad_id, weight)
-    totals[0] = float(w)
+    totals = torch.tensor([float(w), float((x != pad_id).sum())])  # the whole batch's weight and tokens
     dist.all_reduce(totals)
     (total / totals[0].clamp_min(1.0)).backward()
     params = [p for p in model.parameters() if p.grad is not None]
