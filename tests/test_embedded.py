@@ -247,8 +247,8 @@ def test_stage2_from_a_saved_stage1_equals_the_whole_build(tmp_path):
 
 
 MULTITASK_TINY = {"vocab_size": 300, "n_layer": 1, "n_embd": 32, "n_head": 2, "n_inner": 64, "n_positions": 512, "ctx": 320,
-        "steps": 4, "batch_size": 4, "warmup": 1, "tasks_per_domain": 8, "stdlib_max": 40, "mbpp": False,
-        "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2, "processes": 1}
+        "steps": 4, "batch_size": 4, "warmup": 1, "tasks_per_domain": 8, "codeio_tasks": 12, "stdlib_max": 40,
+        "mbpp": False, "eval_every": 4, "select_steps": [2, 4], "select_tasks": 2, "processes": 1}
 
 
 def test_multitask_build_is_loadable_and_keeps_the_best_validation_checkpoint(tmp_path):
@@ -260,7 +260,7 @@ def test_multitask_build_is_loadable_and_keeps_the_best_validation_checkpoint(tm
 
     info = build_multitask(MultitaskRecipe(**MULTITASK_TINY), tmp_path, seed=0, progress=False)
     assert info["recipe"]["steps"] == 4 and len(info["eval_losses"]) == 1
-    assert info["corpus"]["items"] == {**{name: 8 for name in TASK_DOMAINS}, "stdlib": 39}
+    assert info["corpus"]["items"] == {**{name: 8 for name in TASK_DOMAINS}, "codeio": 12, "stdlib": 39}
     assert [row["step"] for row in info["selection"]] == [2, 4]
     for row in info["selection"]:
         assert set(row) == {"step", "mean", *TASK_DOMAINS}
@@ -313,12 +313,15 @@ def test_build_model_set_overrides_recipe_fields_with_type_checks(tmp_path, caps
 
     recipe = MultitaskRecipe()
     build_model._apply_overrides(recipe, ["n_layer=6", "lr=0.003", "prompt_loss_weight=0", "select_steps=[5, 9]",
-                                          "stdlib_max=100", "mbpp=false"])
+                                          "stdlib_max=100", "mbpp=false", "codeio_tasks=12000"])
     assert (recipe.n_layer, recipe.lr, recipe.prompt_loss_weight, recipe.select_steps) == (6, 0.003, 0.0, [5, 9])
     assert recipe.stdlib_max == 100 and recipe.mbpp is False and isinstance(recipe.prompt_loss_weight, float)
+    assert recipe.codeio_tasks == 12000
+    build_model._apply_overrides(recipe, ["codeio_tasks=null", "stdlib_max=null"])  # optional fields back to None
+    assert recipe.codeio_tasks is None and recipe.stdlib_max is None
     for bad, message in (("n_layers=6", "one of the recipe's fields"), ("n_layer", "KEY=VALUE"),
-                         ("n_layer=six", "takes a int"), ("n_layer=true", "takes a int"),
-                         ("select_steps=5", "takes a list")):
+                         ("n_layer=six", "expects an integer"), ("n_layer=true", "expects an integer"),
+                         ("select_steps=5", "expects a list"), ("codeio_tasks=0", "codeio_tasks 0")):
         assert main(["build-model", "--recipe", "multitask", "--no-mbpp", "--out", str(tmp_path / "m"),
                      "--set", bad]) == 2
         assert message in capsys.readouterr().err, bad

@@ -141,27 +141,19 @@ def _mbpp_path(args: argparse.Namespace) -> Path | None:
 
 
 def _apply_overrides(recipe, overrides: list[str]) -> None:
-    """`--set KEY=VALUE` on a recipe dataclass: VALUE is read as YAML and must match the field's default's type."""
+    """`--set KEY=VALUE` on a recipe dataclass: VALUE is read as YAML and checked against the field's declared type
+    (the same coercion as training configs' `--set`, so `null` sets an optional field back to None)."""
     import dataclasses
 
-    import yaml
+    from densecode.config import apply_mapping, parse_override
 
-    fields = {f.name: f for f in dataclasses.fields(recipe)}
+    names = [f.name for f in dataclasses.fields(recipe)]
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or key not in fields:
+        key, value = parse_override(item)
+        if key not in names:
             raise DensecodeError(f"--set {item}: expected KEY=VALUE with KEY one of the recipe's fields "
-                                 f"({', '.join(fields)})")
-        value = yaml.safe_load(raw)
-        current = getattr(recipe, key)
-        ok = (isinstance(value, type(current)) and not (isinstance(value, bool) and not isinstance(current, bool))
-              or (isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool))
-              or (current is None and (value is None or isinstance(value, int))))
-        if not ok:
-            raise DensecodeError(f"--set {item}: {key} takes a {type(current).__name__} (like {current!r}), "
-                                 f"got {raw!r}")
-        setattr(recipe, key, float(value) if isinstance(current, float) else value)
+                                 f"({', '.join(names)})")
+        apply_mapping(recipe, {key: value}, f"--set {item}")
 
 
 def _run_multitask(args: argparse.Namespace) -> int:

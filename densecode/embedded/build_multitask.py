@@ -46,6 +46,9 @@ class MultitaskRecipe:
     # anyway (measured: lower held-out answer loss on every task at the same step; docs/embedded-model.md).
     prompt_loss_weight: float = 1.0
     tasks_per_domain: int = 4000  # distinct train-split tasks of each of the five domains
+    # codeio's own count (None: tasks_per_domain). Its answers are computed values, so a skill that generalises needs
+    # more distinct examples than the others (measured: docs/embedded-model.md).
+    codeio_tasks: int | None = None
     # testgen answers: the shortest asserts that reach the canonical coverage (True) or the canonical asserts. Short
     # inputs make the expected values computable for a small model (measured: docs/embedded-model.md).
     simple_testgen: bool = True
@@ -87,7 +90,8 @@ def _corpus(recipe: MultitaskRecipe, seed: int, mbpp_path: Path | None):
     train: dict[str, list] = {}
     val: dict[str, list] = {}
     for name in TASK_DOMAINS:
-        train[name] = domain_pairs(name, "train", recipe.tasks_per_domain, seed, recipe.simple_testgen)
+        count = recipe.codeio_tasks if name == "codeio" and recipe.codeio_tasks is not None else recipe.tasks_per_domain
+        train[name] = domain_pairs(name, "train", count, seed, recipe.simple_testgen)
         val[name] = domain_pairs(name, "validation", 200, seed, recipe.simple_testgen)
     if recipe.mbpp:
         if mbpp_path is None or not Path(mbpp_path).is_file():
@@ -134,6 +138,8 @@ def build_multitask(recipe: MultitaskRecipe, out: Path, *, seed: int = 0, progre
         raise DensecodeError(f"recipe.processes {recipe.processes}: use >= 1 processes on the CPU, 1 on {device}")
     if recipe.pretokenizer not in PRETOKENIZERS:
         raise DensecodeError(f"recipe.pretokenizer {recipe.pretokenizer!r}: use one of {', '.join(PRETOKENIZERS)}")
+    if recipe.codeio_tasks is not None and recipe.codeio_tasks < 1:
+        raise DensecodeError(f"recipe.codeio_tasks {recipe.codeio_tasks}: use >= 1, or null for tasks_per_domain")
     bad = [s for s in recipe.select_steps if not 1 <= s <= recipe.steps]
     if bad or not recipe.select_steps:
         raise DensecodeError(f"select_steps {recipe.select_steps} must be non-empty steps within 1..{recipe.steps}")
