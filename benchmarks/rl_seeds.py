@@ -87,6 +87,15 @@ def last_checkpoint(run_dir: Path) -> Path:
     return ckpts[-1] / "model"
 
 
+def base_model(overrides: list[str]) -> str:
+    """The runs' starting model: the shipped one unless `--set model.name_or_path=...` names another (the last wins)."""
+    for item in reversed(overrides):
+        key, _, value = item.partition("=")
+        if key.strip() == "model.name_or_path":
+            return value.strip()
+    return "densecode-tiny"
+
+
 def check(domain: str, model: str, n_tasks: int) -> dict:
     """Greedy and T=1.0 success of `model` on the first n test tasks at seed 0 (another draw than the run's eval)."""
     out = Path(tempfile.mkstemp(suffix=".json")[1])
@@ -165,7 +174,7 @@ def main() -> int:
               f"gain {mean_sd([a - b for a, b in zip(after, before)])}  (n={len(rows)})")
     checks = {}
     if args.check_tasks:
-        base = check(args.domain, "densecode-tiny", args.check_tasks)
+        base = check(args.domain, base_model(args.overrides), args.check_tasks)
         checks = {"base": base, "runs": {}}
         for d in run_dirs:
             checks["runs"][str(d)] = check(args.domain, str(last_checkpoint(d)), args.check_tasks)
