@@ -1,7 +1,6 @@
 """benchmarks/dense_vs_sparse.py and what it stands on: the arms (per-component placement, spread), pairing the runs'
 per-task eval outcomes, the resumable sweep, and the --quick pipeline end to end (~35 s CPU)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,9 +10,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_script
 
 from densecode.errors import DensecodeError
-from densecode.eval.sweep import RunSpec, check_settings, prune_checkpoints, run_state, train_command
+from densecode.eval.sweep import (
+    RunSpec,
+    check_settings,
+    prune_checkpoints,
+    run_state,
+    train_command,
+)
 from densecode.rewards.assembler import RewardAssembler, build_assembler
 from densecode.rewards.base import ComponentOutput, RewardComponent
 
@@ -21,10 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("dense_vs_sparse_under_test", ROOT / "benchmarks" / "dense_vs_sparse.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("dense_vs_sparse")
 
 
 class Fixed(RewardComponent):

@@ -1,20 +1,18 @@
 """benchmarks/optimizers.py: equal budgets per variant, seeds, and a tiny end-to-end run (~30 s CPU)."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from benchmark_scripts import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("optimizers_under_test", ROOT / "benchmarks" / "optimizers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("optimizers")
 
 
 def sets(spec) -> dict:

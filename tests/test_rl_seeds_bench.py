@@ -1,16 +1,10 @@
 """benchmarks/rl_seeds.py: the independent check scores the model the runs started from."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmark_scripts import load_script
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("rl_seeds_under_test", ROOT / "benchmarks" / "rl_seeds.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("rl_seeds")
 
 
 def test_base_model_follows_the_model_override():
