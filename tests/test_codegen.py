@@ -203,7 +203,10 @@ def test_token_rewards_land_on_the_offending_line_and_token():
     broken = "    return (1 +\n"
     batch = reward_fn([_char_sample(task["prompt"], r, task) for r in (good, raises, broken)])
     tests = batch.raw["tests"]
-    assert np.all(tests[0][[i for i, c in enumerate(good) if not c.isspace()]] == pytest.approx(1.0))
+    # spread: split (the config): the all-pass value 1.0 is divided evenly among the code tokens
+    on_code = tests[0][[i for i, c in enumerate(good) if not c.isspace()]]
+    assert np.all(on_code == pytest.approx(on_code[0])) and on_code[0] > 0
+    assert float(tests[0].sum()) == pytest.approx(1.0)
     line2 = raises.index("return")
     exc = [d for d in batch.outputs["tests"][1].diagnostics if d["rule"] == "NameError"]
     assert exc and exc[0]["span"][0] == line2

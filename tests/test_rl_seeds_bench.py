@@ -13,3 +13,18 @@ def test_base_model_follows_the_model_override():
     assert bench.base_model(["train.lr=1e-5"]) == "densecode-tiny"
     assert bench.base_model(["model.name_or_path=/tmp/tiny", "train.lr=1e-5"]) == "/tmp/tiny"
     assert bench.base_model(["model.name_or_path=/a", "model.name_or_path = /b"]) == "/b"
+
+
+def test_before_after_reads_codegens_pass_rate(tmp_path):
+    import json
+
+    bench = load_bench()
+    evals = [{"kind": "eval", "step": 0, "eval/pass_rate": 0.40, "eval/sampled_pass_rate": 0.30},
+             {"kind": "train", "step": 1, "reward/sequence_mean": 0.3},
+             {"kind": "eval", "step": 40, "eval/pass_rate": 0.45, "eval/sampled_pass_rate": 0.36}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(e) for e in evals) + "\n")
+    row = bench.before_after(tmp_path)
+    assert (row["step_before"], row["step_after"]) == (0, 40)
+    assert (row["pass_rate_before"], row["pass_rate_after"]) == (0.40, 0.45)
+    assert (row["sampled_pass_rate_before"], row["sampled_pass_rate_after"]) == (0.30, 0.36)
+    assert "success_before" not in row
