@@ -1,5 +1,6 @@
 """`densecode build-model`: rebuild the embedded densecode-tiny model offline (atomically: a build interrupted midway
-never leaves a half-written asset). `--recipe multitask` builds the experimental five-task model instead."""
+never leaves a half-written asset). The five-task recipe (`--recipe multitask`, the default) builds the shipped asset;
+`--recipe tiny` builds the robotics-only model of docs/embedded-model.md into another directory."""
 
 from __future__ import annotations
 
@@ -30,20 +31,20 @@ SIZES = {"default": {}, "small": {"n_layer": 8, "n_embd": 384, "n_head": 8, "n_i
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=str(ASSET_DIR),
                         help=f"output directory (default: the packaged asset, {ASSET_DIR})")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps = schedule length (default: the shipped recipe, 600)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps = schedule length (default: the recipe's)")
     parser.add_argument("--toy", action="store_true",
                         help="tiny model, few steps (about a minute): for tests, produces a loadable model")
     parser.add_argument("--seed", type=int, default=0, help="seed for corpus order, init and sampling")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: OMP_NUM_THREADS or all cores)")
     parser.add_argument("--robotics-steps", type=int, default=None,
-                        help="stage-2 robotics fine-tuning schedule length (default: the shipped recipe; 0 = stage 1 only)")
+                        help="tiny: stage-2 robotics fine-tuning schedule length (default: the recipe's; 0 = stage 1 only)")
     parser.add_argument("--robotics-stop-at", type=int, default=None, metavar="N",
-                        help="ship stage 2 at step N of its schedule (default: the shipped recipe, 150 of 300)")
+                        help="tiny: ship stage 2 at step N of its schedule (default: the recipe's, 150 of 300)")
     parser.add_argument("--stage1", default=None, metavar="DIR",
-                        help="run stage 2 only, from this stage-1 build of the same recipe (a --robotics-steps 0 build)")
-    parser.add_argument("--recipe", choices=("tiny", "multitask"), default="tiny",
-                        help="tiny: the shipped asset (default); multitask: the experimental five-task model (--out DIR)")
+                        help="tiny: run stage 2 only, from this stage-1 build of the same recipe (a --robotics-steps 0 build)")
+    parser.add_argument("--recipe", choices=("multitask", "tiny"), default="multitask",
+                        help="multitask: the shipped five-task model (default); tiny: the robotics-only model (--out DIR)")
     parser.add_argument("--mbpp", default=None, metavar="PATH",
                         help="multitask: MBPP's mbpp.jsonl (its train split, ids 601-974, joins the corpus; default "
                              "../shared/data/mbpp/mbpp.jsonl beside the repository)")
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise DensecodeError(f"--threads must be >= 1 (got {args.threads})")
         torch.set_num_threads(args.threads)
+    if args.toy and Path(args.out).expanduser().resolve() == ASSET_DIR.resolve():
+        raise DensecodeError("--toy builds a model for tests; it never replaces the shipped asset: pass --out DIR")
     if args.recipe == "multitask":
         return _run_multitask(args)
     multitask_only = [flag for flag, used in (("--mbpp", args.mbpp), ("--no-mbpp", args.no_mbpp),
@@ -73,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
                       if used]
     if multitask_only:
         raise DensecodeError(f"{', '.join(multitask_only)} apply to --recipe multitask only")
+    out = Path(args.out).expanduser().resolve()
+    if out == ASSET_DIR.resolve():
+        raise DensecodeError("--recipe tiny builds the robotics-only model; the shipped asset is the five-task "
+                             "recipe's: pass --out DIR")
     recipe = BuildRecipe(**TOY) if args.toy else BuildRecipe()
     if args.steps is not None:
         if args.steps < 1:
@@ -93,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
     stage1 = Path(args.stage1).expanduser().resolve() if args.stage1 else None
     if stage1 is not None and recipe.robotics_steps == 0:
         raise DensecodeError("--stage1 runs the robotics stage only; it needs --robotics-steps > 0")
-    out = Path(args.out).expanduser().resolve()
     if stage1 is not None and stage1 == out:
         raise DensecodeError("--stage1 and --out must be different directories")
     _prepare_out(out, args.force)
@@ -166,8 +172,6 @@ def _run_multitask(args: argparse.Namespace) -> int:
     )
 
     out = Path(args.out).expanduser().resolve()
-    if out == ASSET_DIR.resolve():
-        raise DensecodeError("--recipe multitask is experimental and does not replace the shipped asset: pass --out DIR")
     for flag, value in (("--robotics-steps", args.robotics_steps), ("--robotics-stop-at", args.robotics_stop_at),
                         ("--stage1", args.stage1)):
         if value is not None:

@@ -1,10 +1,10 @@
-"""The five-task recipe of the embedded model (`densecode build-model --recipe multitask`): experimental.
+"""The five-task recipe of the embedded model: `densecode build-model` builds the shipped densecode-tiny with it.
 
 One stage on a mixed corpus: the train splits of the five task domains (robotics, codegen, codeio, testgen,
 commitmsg) with their canonical answers, MBPP's train split (task ids 601-974) from its local file, and the
 interpreter's stdlib sources; a full learning-rate schedule; at a few steps the model answers validation tasks of
 every domain, and the checkpoint with the best average validation success is written. Fixed seeds; with
-`--threads 1` bit-for-bit reproducible. Not the shipped asset (see docs/embedded-model.md for what it measured).
+`--threads 1` bit-for-bit reproducible on a platform (docs/embedded-model.md).
 """
 
 from __future__ import annotations
