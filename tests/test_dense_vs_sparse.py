@@ -69,7 +69,7 @@ def test_robotics_ablation_arms_move_one_component_each():
 def test_codegen_and_testgen_ablation_arms():
     bench = load_bench()
     codegen = bench.arms_for(bench.load_cfg("codegen", []), ablation=True)
-    assert {"last-tests", "last-syntax", "last-lint", "last-dfg", "spread-split"} <= set(codegen)
+    assert {"last-tests", "last-syntax", "last-lint", "last-dfg", "spread-each"} <= set(codegen)
     testgen = bench.arms_for(bench.load_cfg("testgen", []), ablation=True)
     assert set(testgen) == {"dense", "sparse", "last-testgen", "last-syntax", "spread-each"}
 
