@@ -111,12 +111,15 @@ def check(domain: str, model: str, n_tasks: int) -> dict:
 def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: int | None) -> subprocess.Popen:
     cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", domain, "--no-progress",
            "--output-dir", str(out_dir), "--set", f"train.seed={seed}"]
+    if (out_dir / "config.yaml").is_file():
+        # An unfinished run (a killed session) continues from its last checkpoint with its own config.yaml.
+        cmd += ["--resume", str(out_dir)]
     for item in overrides:
         cmd += ["--set", item]
     if steps is not None:
         cmd += ["--steps", str(steps)]
     print("$", " ".join(cmd), flush=True)
-    with open(out_dir.with_suffix(".log"), "w") as log:  # the child keeps its own copy of the descriptor
+    with open(out_dir.with_suffix(".log"), "a") as log:  # the child keeps its own copy; a resumed run appends
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 

@@ -28,3 +28,24 @@ def test_before_after_reads_codegens_pass_rate(tmp_path):
     assert (row["pass_rate_before"], row["pass_rate_after"]) == (0.40, 0.45)
     assert (row["sampled_pass_rate_before"], row["sampled_pass_rate_after"]) == (0.30, 0.36)
     assert "success_before" not in row
+
+
+def test_an_unfinished_run_is_resumed_not_restarted(tmp_path, monkeypatch):
+    bench = load_bench()
+    calls = []
+
+    class FakePopen:
+        def __init__(self, cmd, **kwargs):
+            calls.append(cmd)
+
+    monkeypatch.setattr(bench.subprocess, "Popen", FakePopen)
+    fresh, killed = tmp_path / "seed0", tmp_path / "seed1"
+    fresh.mkdir()
+    killed.mkdir()
+    (killed / "config.yaml").write_text("train:\n  steps: 40\n")
+    (killed / "metrics.jsonl").write_text("")
+    bench.train("robotics", 0, fresh, [], None)
+    bench.train("robotics", 1, killed, [], None)
+    assert "--resume" not in calls[0]
+    assert calls[1][calls[1].index("--resume") + 1] == str(killed)
+    assert not bench.finished(killed)
