@@ -474,6 +474,12 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             stop_token_id=row.stop_token_id,
             policy_logprobs=list(policy),
             eos_policy_logprob=row.eos_policy_logprob,
-            hidden=(torch.stack(row.hidden[:len(ids) + (row.finish_reason == "eos")]) if row.hidden else None),
+            hidden=_stack_hidden(row.hidden, len(ids) + (row.finish_reason == "eos")) if row.hidden else None,
         ))
     return results
+
+
+def _stack_hidden(states: list[torch.Tensor], n: int) -> torch.Tensor:
+    """[n, H]: the first n per-token states. n = 0 when a stop string matched at the response's first characters
+    (every sampled token was cut): an empty [0, H], as for any other response length."""
+    return torch.stack(states[:n]) if n else states[0].new_empty((0, *states[0].shape))

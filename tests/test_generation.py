@@ -148,3 +148,16 @@ def test_rows_leaving_the_batch_do_not_disturb_the_others(tiny):
     cut = generate(model, tok, PROMPTS[:2], max_new_tokens=16, temperature=0, stop=[stop], progress=False)
     assert cut[0].finish_reason == "stop"
     assert cut[1].token_ids == full[1].token_ids  # computed after row 0 left the KV cache
+
+
+def test_a_stop_at_the_first_characters_leaves_an_empty_response_with_its_hidden_shape(tiny):
+    # A policy that opens with the stop string (seen in training at a high lr) must not crash the rollout.
+    model, tok = tiny
+    (full,) = generate(model, tok, [PROMPTS[1]], max_new_tokens=8, temperature=0, progress=False,
+                       collect_hidden=True)
+    stop = full.completion[:2]
+    assert stop
+    (g,) = generate(model, tok, [PROMPTS[1]], max_new_tokens=8, temperature=0, stop=[stop], progress=False,
+                    collect_hidden=True)
+    assert (g.finish_reason, g.completion, g.token_ids, g.policy_logprobs) == ("stop", "", [], [])
+    assert g.hidden.shape == (0, full.hidden.shape[-1])
