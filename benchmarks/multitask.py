@@ -115,6 +115,7 @@ def plan_runs(args) -> list[Run]:
 
 
 PER_TASK = ("options", "reward_weights", "task_weights", "kl_beta")  # tasks.<key>: task -> value mappings
+PASSES = {"scores": False, "sampled_scores": True}  # result key -> from the sampled eval pass
 
 
 def split_per_task_sets(args) -> None:
@@ -126,6 +127,22 @@ def split_per_task_sets(args) -> None:
     args.per_task = {k: dict(getattr(cfg.tasks, k)) for k in PER_TASK}
     prefixes = tuple(f"tasks.{k}" for k in PER_TASK)
     args.sets = [s for s in args.sets if not s.split("=", 1)[0].strip().startswith(prefixes)]
+
+
+def add_sampled_evals(args) -> None:
+    """Every task's held-out eval also samples at the training temperature (fixed seed; `sampled_*` metrics):
+    PPO trains the sampling distribution, and on the embedded model greedy decoding does not follow it
+    (docs/results.md). A task whose options already set eval_sampled_temperature keeps the user's value."""
+    import dataclasses
+
+    from densecode.config import load_config
+    from densecode.domains.registry import get_domain_class
+
+    cfg = load_config(args.base_config, ["domain=multi", f"tasks.tasks=[{','.join(args.tasks)}]", *args.sets])
+    options = args.per_task["options"]
+    for t in args.tasks:
+        if any(f.name == "eval_sampled_temperature" for f in dataclasses.fields(get_domain_class(t).Options)):
+            options[t] = {"eval_sampled_temperature": float(cfg.generation.temperature), **(options.get(t) or {})}
 
 
 def overrides(run: Run, args) -> list[str]:
@@ -177,14 +194,18 @@ def finished(run_dir: Path, steps: int) -> bool:
     return steps in eval_records(run_dir) and (run_dir / "checkpoints" / "latest").is_file()
 
 
-def headline(task: str, metrics: dict, prefix: str = "eval/") -> float:
-    """A task's held-out score from eval metrics: its domain's headline metric (the multi domain's rule)."""
+def headline(task: str, metrics: dict, prefix: str = "eval/", sampled: bool = False) -> float | None:
+    """A task's held-out score from eval metrics: its domain's headline metric (the multi domain's rule), from the
+    greedy pass or (sampled=True) the pass at the training temperature, None when that pass did not run."""
     from densecode.domains.registry import get_domain_class
 
     cls = get_domain_class(task)
     for key in (cls.headline_metric, "success_rate", "score"):
-        if f"{prefix}{task}/{key}" in metrics:
-            return float(metrics[f"{prefix}{task}/{key}"])
+        name = f"{prefix}{task}/{'sampled_' if sampled else ''}{key}"
+        if name in metrics:
+            return float(metrics[name])
+    if sampled:
+        return None
     raise SystemExit(f"no held-out score for task {task} in {sorted(metrics)[:8]}...: did the eval run?")
 
 
@@ -318,21 +339,30 @@ def merge_specialists(seed: int, args, workdir: Path) -> Path:
 def collect(args, workdir: Path, bar) -> dict:
     """Per row, per seed: {task: score, ..., "average": mean}; plus each run's own eval metrics."""
     tasks = args.tasks
-    scores: dict[str, dict[int, dict[str, float]]] = {row: {} for row in ROWS}
-    runs_out: dict[str, dict] = {}
+    # PASSES: "scores" from the greedy evals, "sampled_scores" from the evals at the training temperature.
+    tables: dict[str, dict[str, dict[int, dict[str, float]]]] = {key: {row: {} for row in ROWS} for key in PASSES}
 
-    def row_of(metrics: dict) -> dict[str, float]:
-        per = {t: headline(t, metrics) for t in tasks}
+    def row_of(metrics: dict, sampled: bool) -> dict[str, float] | None:
+        per = {t: headline(t, metrics, sampled=sampled) for t in tasks}
+        if any(v is None for v in per.values()):
+            return None
         return {**per, "average": statistics.fmean(per.values())}
 
+    def put(row: str, seed: int, metrics: dict) -> None:
+        for key, sampled in PASSES.items():
+            values = row_of(metrics, sampled)
+            if values is not None:
+                tables[key][row][seed] = values
+
+    runs_out: dict[str, dict] = {}
     for seed in args.seeds:
         for arm in (a for a in args.arms if a in MULTI_ARMS):
             d = workdir / Run(arm, seed, tasks, 1).name
             evals = eval_records(d)
-            scores[arm][seed] = row_of(evals[args.steps])
+            put(arm, seed, evals[args.steps])
             runs_out[d.name] = {"first": evals[min(evals)], "last": evals[args.steps]}
-            if seed not in scores["base"] and min(evals) == 0:
-                scores["base"][seed] = row_of(evals[0])  # every arm's step-0 eval is the same model
+            if seed not in tables["scores"]["base"] and min(evals) == 0:
+                put("base", seed, evals[0])  # every arm's step-0 eval is the same model
         if "specialists" not in args.arms:
             continue
         cross = {}
@@ -345,8 +375,12 @@ def collect(args, workdir: Path, bar) -> dict:
             cross[t] = evaluate_model(final_model(d), Run("eval", seed, tasks, args.batch_size), args,
                                       workdir / f"{run.name}.eval-all-tasks.json")
             bar.update(1)
-        best = {t: max(headline(t, cross[s]) for s in tasks) for t in tasks}
-        scores["best_specialist"][seed] = {**best, "average": statistics.fmean(best.values())}
+        for key, sampled in PASSES.items():
+            per = {s: {t: headline(t, cross[s], sampled=sampled) for t in tasks} for s in tasks}
+            if all(v is not None for row in per.values() for v in row.values()):
+                # Per pass: per task the best specialist on that pass.
+                best = {t: max(per[s][t] for s in tasks) for t in tasks}
+                tables[key]["best_specialist"][seed] = {**best, "average": statistics.fmean(best.values())}
         runs_out[f"best_specialist-seed{seed}"] = {
             # on a tie the task's own specialist
             "which": {t: max(tasks, key=lambda s: (headline(t, cross[s]), s == t)) for t in tasks},
@@ -354,9 +388,9 @@ def collect(args, workdir: Path, bar) -> dict:
         bar.set_postfix_str(f"merge + eval seed {seed}")
         merged = evaluate_model(merge_specialists(seed, args, workdir), Run("eval", seed, tasks, args.batch_size),
                                 args, workdir / f"merged-seed{seed}.eval.json")
-        scores["merging"][seed] = row_of(merged)
+        put("merging", seed, merged)
         bar.update(1)
-    return {"scores": {r: v for r, v in scores.items() if v}, "runs": runs_out}
+    return {**{key: {r: v for r, v in table.items() if v} for key, table in tables.items()}, "runs": runs_out}
 
 
 def mean_sd(xs: list[float]) -> tuple[float, float]:
@@ -376,10 +410,10 @@ def samples_per_arm(args, spp: int) -> dict[str, int]:
     return out
 
 
-def render_table(result: dict, args) -> str:
+def render_table(result: dict, args, key: str = "scores") -> str:
     cols = [*args.tasks, "average"]
     lines = [f"| arm | {' | '.join(cols)} | seeds | training samples |", "|---" * (len(cols) + 3) + "|"]
-    for row, per_seed in result["scores"].items():
+    for row, per_seed in result.get(key, {}).items():
         cells = [fmt([per_seed[s][c] for s in per_seed]) for c in cols]
         lines.append(f"| {LABELS.get(row, row)} | {' | '.join(cells)} | {len(per_seed)} | "
                      f"{result['samples'][row]:,} |")
@@ -393,23 +427,28 @@ def write_plot(result: dict, args, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = list(result["scores"])
+    panels = [(key, title) for key, title in (("scores", "greedy"), ("sampled_scores", "sampled at the training "
+                                                                                      "temperature")) if result.get(key)]
     cols = [*args.tasks, "average"]
-    width = 0.8 / len(rows)
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cols) * max(1, len(rows) / 5)), 4.8))
+    n_rows = max(len(result[key]) for key, _ in panels)
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False,
+                             figsize=(max(8, 1.6 * len(cols) * max(1, n_rows / 5)), 4.4 * len(panels)))
     x = np.arange(len(cols))
-    top = 0.0
-    for i, row in enumerate(rows):
-        per_seed = result["scores"][row]
-        stats = [mean_sd([per_seed[s][c] for s in per_seed]) for c in cols]
-        ax.bar(x + (i - (len(rows) - 1) / 2) * width, [m for m, _ in stats], width,
-               yerr=[s for _, s in stats] if len(per_seed) > 1 else None, capsize=2, label=LABELS.get(row, row))
-        top = max([top, *(m + s for m, s in stats)])
-    ax.set_ylim(0, max(0.05, 1.25 * top))  # scores are in [0, 1]; room for the legend
-    ax.set_xticks(x, cols)
-    ax.set_ylabel("held-out score (each task's headline metric)")
-    ax.set_title(f"{result['title']}\nmean ± sd over seeds {args.seeds}", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+    for ax, (key, title) in zip(axes[:, 0], panels):
+        rows = list(result[key])
+        width = 0.8 / len(rows)
+        top = 0.0
+        for i, row in enumerate(rows):
+            per_seed = result[key][row]
+            stats = [mean_sd([per_seed[s][c] for s in per_seed]) for c in cols]
+            ax.bar(x + (i - (len(rows) - 1) / 2) * width, [m for m, _ in stats], width,
+                   yerr=[s for _, s in stats] if len(per_seed) > 1 else None, capsize=2, label=LABELS.get(row, row))
+            top = max([top, *(m + s for m, s in stats)])
+        ax.set_ylim(0, max(0.05, 1.25 * top))  # scores are in [0, 1]; room for the legend
+        ax.set_xticks(x, cols)
+        ax.set_ylabel(f"held-out score, {title.split()[0]}")
+        ax.set_title(f"{result['title']}\n{title}; mean ± sd over seeds {args.seeds}", fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -418,18 +457,20 @@ def write_plot(result: dict, args, path: Path) -> None:
 def emit_records(result: dict, args, command: str) -> None:
     from densecode.eval.bench_records import emit, figure
 
-    sc = result["scores"]
     shown = args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out
-
-    def avg(row):
-        return mean_sd([v["average"] for v in sc[row].values()])[0] if row in sc else None
-
     budget = "quick budget, pipeline check" if args.quick else f"{args.steps} steps"
     recs = []
-    if avg("astor") is not None:
+    for key, label in (("scores", "greedy"), ("sampled_scores", "sampled")):
+        sc = result.get(key, {})
+
+        def avg(row):
+            return mean_sd([v["average"] for v in sc[row].values()])[0] if row in sc else None
+
+        if avg("astor") is None:
+            continue
         for other in ("joint", "best_specialist"):
             if avg(other) is not None:
-                recs.append(figure(f"multitask held-out average score, ASTOR vs {other.replace('_', ' ')} "
+                recs.append(figure(f"multitask held-out average score ({label}), ASTOR vs {other.replace('_', ' ')} "
                                    f"({','.join(args.tasks)}; {budget})", avg("astor"), "score",
                                    baseline=LABELS.get(other, other), baseline_value=avg(other),
                                    note=f"seeds {args.seeds}, {args.model}; table: {shown}/multitask.md"))
@@ -502,6 +543,7 @@ def _main(argv: list[str] | None) -> int:
     args.base_config = workdir / "base.yaml"
     args.base_config.write_text(yaml.safe_dump(base, sort_keys=False))
     split_per_task_sets(args)
+    add_sampled_evals(args)
 
     from tqdm.auto import tqdm
 
@@ -524,10 +566,15 @@ def _main(argv: list[str] | None) -> int:
                   title=f"multitask ({args.algo}, {args.model}, {args.steps} steps x {args.batch_size} prompts, "
                         f"{args.eval_tasks} held-out tasks per task)")
     table = render_table(result, args)
+    sampled_table = render_table(result, args, "sampled_scores") if result.get("sampled_scores") else ""
     (args.out / "multitask.json").write_text(json.dumps(result, indent=1))
     md = [f"# {result['title']}", "", f"`{command}`", "",
           ("Held-out score per task (its domain's headline metric, greedy), mean ± sd over seeds "
            f"{args.seeds}; average = mean over tasks."), "", table, ""]
+    if sampled_table:
+        md += ["The same evals sampled at the training temperature (fixed sampling seed, the same draws for every "
+               "arm):", "", sampled_table, ""]
+        table += "\n\nsampled at the training temperature:\n" + sampled_table
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
     emit_records(result, args, command)

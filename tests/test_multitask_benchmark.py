@@ -58,6 +58,11 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
         assert row["toy-a"] == last["eval/toy-a/success_rate"] and row["toy-b"] == last["eval/toy-b/success_rate"]
         assert row["average"] == pytest.approx(statistics.fmean([row["toy-a"], row["toy-b"]]))
         assert row["average"] == pytest.approx(last["eval/average/score"])
+        # ... and the same eval's pass at the training temperature (every task's eval samples once more).
+        sampled = result["sampled_scores"][arm]["0"]
+        assert sampled["toy-a"] == last["eval/toy-a/sampled_success_rate"]
+        assert sampled["toy-b"] == last["eval/toy-b/sampled_success_rate"]
+    assert set(result["sampled_scores"]) == set(bench.ROWS)
     # A specialist evaluated on every task by the benchmark scores its own task as its training run's eval did.
     cross = result["runs"]["best_specialist-seed0"]["cross"]
     for t in ("toy-a", "toy-b"):
@@ -74,9 +79,10 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     assert (merged[name] - (specs[0][name] + specs[1][name]) / 2).abs().max() < 1e-5
     md = (out / "multitask.md").read_text()
     assert "| astor |" in md and "| best specialist per task |" in md and "toy-b" in md
+    assert md.count("| astor |") == 2 and "sampled at the training temperature" in md
     assert (out / "multitask.png").stat().st_size > 0
     records = json.loads((tmp_path / "rec.json").read_text())
-    assert {r["baseline"] for r in records} == {"joint", "best specialist per task"}
+    assert {r["baseline"] for r in records} == {"joint", "best specialist per task"} and len(records) == 4
     assert "| astor |" in capsys.readouterr().out
 
     # A second call trains nothing and gives the same table.
