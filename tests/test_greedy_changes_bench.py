@@ -1,0 +1,26 @@
+"""benchmarks/greedy_changes.py: which changed answers differ only inside string literals."""
+
+from benchmark_scripts import load_script
+
+
+def test_literal_shape_blanks_strings_only():
+    bench = load_script("greedy_changes")
+    a = 'go_to("game room")\npick("umbrella")\n'
+    b = "go_to('conference room')\npick(\"umbrella\")\n"
+    assert bench.literal_shape(a) == bench.literal_shape(b)
+    assert bench.literal_shape(a) != bench.literal_shape('go_to("game room")\nplace("umbrella")\n')
+    assert bench.literal_shape("x = (") == "x = ("  # code that does not tokenize stays as it is
+
+
+def test_compare_counts_transitions_and_string_only_changes():
+    bench = load_script("greedy_changes")
+    before = (['go_to("a")\n', 'go_to("b")\n', "x = 1\n", "y = 2\n"],
+              [{"outcome": "success"}, {"outcome": "robot_error"}, {"outcome": "success"}, {"outcome": "success"}])
+    after = (['go_to("c")\n', 'go_to("d")\n', "x = 2 + 1\n", "y = 2\n"],
+             [{"outcome": "robot_error"}, {"outcome": "success"}, {"outcome": "check_failure"}, {"outcome": "success"}])
+    res = bench.compare(before, after)
+    assert (res["changed"], res["changed_strings_only"]) == (3, 2)
+    assert (res["lost"], res["lost_strings_only"], res["gained"], res["gained_strings_only"]) == (2, 1, 1, 1)
+    assert res["transitions"] == {"success -> robot_error": 1, "robot_error -> success": 1,
+                                  "success -> check_failure": 1}
+    assert res["success_before"] == 0.75 and res["success_after"] == 0.5
