@@ -65,6 +65,9 @@ def parse_args(argv=None):
     p.add_argument("--new-tokens", type=int, nargs="+", default=[64, 256])
     p.add_argument("--n", type=int, default=2, help="samples per prompt")
     p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--prompts", choices=("fixed", "tasks"), default="fixed",
+                   help="fixed: the script's 8 prompts (comparable across runs); tasks: 4 robotics + 4 codegen "
+                        "held-out prompts, the formats the embedded model was trained on")
     p.add_argument("--mbpp", default=str(DEFAULT_MBPP))
     p.add_argument("--mbpp-limit", type=int, default=None, help="first N solutions only (default: all)")
     p.add_argument("--mask-limit", type=int, default=None, help="solutions for the (slower) mask count (default: all)")
@@ -99,6 +102,20 @@ MODES = (("off", "off", {}), ("check", "check", {}), ("constrain", "constrain", 
          ("constrain-mask", "constrain", {"constrain_by": "mask"}))
 
 
+def task_prompts(per_domain: int = 4) -> list[str]:
+    """The first held-out prompts (test split, seed 0) of robotics and codegen: the embedded model's own formats, so
+    its rows stay valid code and check has something to check (the fixed code prompts are not codegen's format)."""
+    from densecode.config import load_config, resolve_config_path
+    from densecode.domains import build_domain
+
+    out = []
+    for name in ("robotics", "codegen"):
+        domain = build_domain(load_config(resolve_config_path(name), []))
+        domain.prepare()
+        out += [t["prompt"] for t in domain.tasks("test", per_domain, 0)]
+    return out
+
+
 def bench_generation(model, tok, args, label="embedded"):
     from densecode.eval.bench_records import figure
     from densecode.generation import generate
@@ -106,13 +123,17 @@ def bench_generation(model, tok, args, label="embedded"):
     records = []
     import densecode.grammar as G
 
+    prompts = args.prompt_list
+    # Figures from the task prompts are other figures (other rows in RESULTS.md) than the fixed prompts' ones.
+    model_label = f"{label} model" + (", task prompts" if args.prompts == "tasks" else "")
     start = time.perf_counter()
     G.syncode_processor(tok, G.load_grammar())  # build/load outside the timed runs
     # Warm the LALR accepts() cache the way a long run does, untimed.
-    generate(model, tok, PROMPTS, n=args.n, max_new_tokens=8, grammar="constrain", seed=1, progress=False)
+    generate(model, tok, prompts, n=args.n, max_new_tokens=8, grammar="constrain", seed=1, progress=False)
     print(f"\n(grammar processor ready in {time.perf_counter() - start:.1f} s, DENSECODE_CACHE={G.cache_root()})")
-    print(f"\n== 1. generation throughput, {label} model (tokens/s; slowdown = off tok/s / mode tok/s) ==")
-    print(f"prompts={len(PROMPTS)} n={args.n} temperature={args.temperature} batch={len(PROMPTS) * args.n}")
+    print(f"\n== 1. generation throughput, {model_label} (tokens/s; slowdown = off tok/s / mode tok/s) ==")
+    print(f"prompts={len(prompts)} ({args.prompts}) n={args.n} temperature={args.temperature} "
+          f"batch={len(prompts) * args.n}")
     print("(seconds = CPU seconds of this process, time.process_time: the 2 cores are shared with other work, so "
           "wall-clock, the last column, is noisy; torch runs 1 thread)")
     print("(grammar ms/tok: the grammar's own CPU time per emitted token; other ms/tok: the rest (model, "
@@ -126,8 +147,8 @@ def bench_generation(model, tok, args, label="embedded"):
         for name, mode, options in MODES:
             grammar_stats: dict = {}
             start, wall = time.process_time(), time.perf_counter()
-            out = generate(model, tok, PROMPTS, n=args.n, max_new_tokens=budget, temperature=args.temperature,
-                           grammar=mode, seed=0, batch_size=len(PROMPTS) * args.n, progress=False,
+            out = generate(model, tok, prompts, n=args.n, max_new_tokens=budget, temperature=args.temperature,
+                           grammar=mode, seed=0, batch_size=len(prompts) * args.n, progress=False,
                            grammar_options={**options, "stats": grammar_stats} if mode != "off" else None)
             secs, wall = time.process_time() - start, time.perf_counter() - wall
             tokens = sum(len(g.token_ids) for g in out)
@@ -147,13 +168,13 @@ def bench_generation(model, tok, args, label="embedded"):
                   f"{vs_check} {extra} {wall:>8.2f} {grammar_ms[name]:>11.3f} {other_ms:>12.3f} "
                   f"{row_steps / max(steps, 1):>9.1f} {steps:>7}")
             if mode != "off":
-                records.append(figure(f"tok/s, grammar {name}, {budget} new tokens, {label} model", rate, "tok/s",
+                records.append(figure(f"tok/s, grammar {name}, {budget} new tokens, {model_label}", rate, "tok/s",
                                       baseline="grammar off", baseline_value=rates["off"],
                                       note=f"fallbacks {fallbacks}, unchecked {unchecked}/{len(verdicts)}"))
-        records.append(figure(f"grammar CPU ms per emitted token, constrain, {budget} new tokens, {label} model",
+        records.append(figure(f"grammar CPU ms per emitted token, constrain, {budget} new tokens, {model_label}",
                               grammar_ms["constrain"], "ms/token", baseline="check",
                               baseline_value=grammar_ms["check"]))
-        records.append(figure(f"constrain time per token vs check, {budget} new tokens, {label} model",
+        records.append(figure(f"constrain time per token vs check, {budget} new tokens, {model_label}",
                               rates["check"] / rates["constrain"], "x", baseline="constrain by full mask",
                               baseline_value=rates["check"] / rates["constrain-mask"], note="goal <= 1.3x"))
     return records
@@ -338,6 +359,7 @@ def bench_mbpp(tok, solutions, args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    args.prompt_list = PROMPTS if args.prompts == "fixed" else task_prompts()
     import logging
 
     import torch
