@@ -427,8 +427,8 @@ def write_plot(result: dict, args, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    panels = [(key, title) for key, title in (("scores", "greedy"), ("sampled_scores", "sampled at the training "
-                                                                                      "temperature")) if result.get(key)]
+    passes = (("scores", "greedy"), ("sampled_scores", "sampled at the training temperature"))
+    panels = [(key, title) for key, title in passes if result.get(key)]
     cols = [*args.tasks, "average"]
     n_rows = max(len(result[key]) for key, _ in panels)
     fig, axes = plt.subplots(len(panels), 1, squeeze=False,
@@ -461,18 +461,15 @@ def emit_records(result: dict, args, command: str) -> None:
     budget = "quick budget, pipeline check" if args.quick else f"{args.steps} steps"
     recs = []
     for key, label in (("scores", "greedy"), ("sampled_scores", "sampled")):
-        sc = result.get(key, {})
-
-        def avg(row):
-            return mean_sd([v["average"] for v in sc[row].values()])[0] if row in sc else None
-
-        if avg("astor") is None:
+        avg = {row: mean_sd([v["average"] for v in per_seed.values()])[0]
+               for row, per_seed in result.get(key, {}).items()}
+        if "astor" not in avg:
             continue
         for other in ("joint", "best_specialist"):
-            if avg(other) is not None:
+            if other in avg:
                 recs.append(figure(f"multitask held-out average score ({label}), ASTOR vs {other.replace('_', ' ')} "
-                                   f"({','.join(args.tasks)}; {budget})", avg("astor"), "score",
-                                   baseline=LABELS.get(other, other), baseline_value=avg(other),
+                                   f"({','.join(args.tasks)}; {budget})", avg["astor"], "score",
+                                   baseline=LABELS.get(other, other), baseline_value=avg[other],
                                    note=f"seeds {args.seeds}, {args.model}; table: {shown}/multitask.md"))
     emit(recs, args.json)
 
@@ -572,8 +569,8 @@ def _main(argv: list[str] | None) -> int:
           ("Held-out score per task (its domain's headline metric, greedy), mean ± sd over seeds "
            f"{args.seeds}; average = mean over tasks."), "", table, ""]
     if sampled_table:
-        md += ["The same evals sampled at the training temperature (fixed sampling seed, the same draws for every "
-               "arm):", "", sampled_table, ""]
+        md += [("The same evals sampled at the training temperature (fixed sampling seed, the same draws for "
+                "every arm):"), "", sampled_table, ""]
         table += "\n\nsampled at the training temperature:\n" + sampled_table
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
