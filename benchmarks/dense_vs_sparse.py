@@ -26,7 +26,9 @@ tasks, and the steps an arm needs to reach the baseline's final score, with its 
 
 Runs go to <out>/<arm>-seed<N>/ (default out: runs/dense_vs_sparse/<domain>); rerunning the same command skips
 finished runs and continues unfinished ones from their latest checkpoint (densecode.eval.sweep), so a sweep can be
-stopped and resumed. Results: <out>/results.{json,md} and the curves PNG, copied to benchmarks/results/ (not for
+stopped and resumed. Each finished run is also archived (its result files, no weights) under
+benchmarks/results/runs/ (--archive), kept with the project, so a sweep longer than one machine's session continues
+on the next machine: archived runs are restored, not retrained. Results: <out>/results.{json,md} and the curves PNG, copied to benchmarks/results/ (not for
 --quick), plus machine-readable figures for benchmarks/RESULTS.md (run_all convention, or --json PATH). When dense
 does not beat the baseline (its interval at the last step does not exclude 0 on the positive side), the credit
 diagnostics of every run (densecode.eval.credit) are added to the results.
@@ -372,6 +374,10 @@ def parse_args(argv=None):
     p.add_argument("--analyse-only", action="store_true", help="train nothing; analyse the runs in --out")
     p.add_argument("--n-boot", type=int, default=None, help=f"bootstrap replicates; default {FULL['n_boot']}")
     p.add_argument("--out", default=None, help="runs and results (default runs/dense_vs_sparse/<domain>)")
+    p.add_argument("--archive", default=None,
+                   help="each finished run's result files (no weights) are archived here and restored from here "
+                        "by a later sweep on another machine; default benchmarks/results/runs/<stem>-<domain>; "
+                        "'none' to keep runs only in --out (the default with --quick)")
     p.add_argument("--publish", default=None,
                    help="copy results here (default benchmarks/results; none with --quick)")
     p.add_argument("--quick", action="store_true", help="toy budget end to end: 1 seed x 2 steps, 8 eval tasks")
@@ -391,6 +397,11 @@ def parse_args(argv=None):
         args.out = str(Path("runs/bench/quick/dense_vs_sparse" if args.quick else "runs/dense_vs_sparse") / sub)
     if args.publish is None and not args.quick:
         args.publish = str(ROOT / "benchmarks" / "results")
+    if args.archive is None and not args.quick:
+        stem = "ablation" if args.ablation else "dense_vs_sparse"
+        args.archive = str(ROOT / "benchmarks" / "results" / "runs" / f"{stem}-{args.domain}")
+    if args.archive in (None, "none"):
+        args.archive = None
     if args.eval_every <= 0 or args.steps <= 0 or args.eval_tasks <= 0:
         p.error("--steps, --eval-every and --eval-tasks must be > 0")
     return args
@@ -410,7 +421,7 @@ def run(args) -> int:
         (target / "diagnosis.json").write_text(json.dumps(diag, indent=1))
         print(f"\nwrote {target / 'diagnosis.md'} and diagnosis.json")
         return 0
-    from densecode.eval.sweep import run_sweep
+    from densecode.eval.sweep import restore_archived, run_sweep
 
     cfg = load_cfg(args.config, [f"domain={args.domain}"] + list(args.set))
     arms = arms_for(cfg, args.ablation)
@@ -422,7 +433,13 @@ def run(args) -> int:
     print(f"{len(specs)} runs: arms {', '.join(arms)} x seeds {args.seeds}, {args.steps} steps each, in {out}",
           flush=True)
     t0 = time.perf_counter()
-    walls = {} if args.analyse_only else run_sweep(specs, parallel=args.parallel, progress=not args.no_progress)
+    archive = Path(args.archive) if args.archive else None
+    if args.analyse_only:
+        walls = {}
+        if archive is not None:
+            restore_archived(specs, archive)
+    else:
+        walls = run_sweep(specs, parallel=args.parallel, progress=not args.no_progress, archive_dir=archive)
     results = analyse(args, out, order, baseline, walls)
     results["wall_s_total_this_session"] = time.perf_counter() - t0
     diag = None

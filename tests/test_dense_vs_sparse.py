@@ -3,6 +3,7 @@ per-task eval outcomes, the resumable sweep, and the --quick pipeline end to end
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -176,7 +177,7 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "sim"), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "dense_vs_sparse.py"), "--quick", "--out", str(out),
-           "--no-progress", "--json", str(tmp_path / "records.json")]
+           "--no-progress", "--json", str(tmp_path / "records.json"), "--archive", str(tmp_path / "archive")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     res = json.loads((out / "dense_vs_sparse-robotics.json").read_text())
@@ -206,3 +207,13 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
                            str(out / "sparse-seed0")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert diag.returncode == 0, diag.stderr[-2000:]
     assert "Explained variance" in diag.stdout and (out / "sparse-seed0" / "diagnosis.json").is_file()
+    # Another machine: no run folders, only the archives. The sweep restores both runs, trains nothing, and the
+    # analysis (and the credit diagnostics, from the archived rollouts) gives the same numbers.
+    assert sorted(p.name for p in (tmp_path / "archive").iterdir()) == ["dense-seed0.tar.gz", "sparse-seed0.tar.gz"]
+    shutil.rmtree(out)
+    moved = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert moved.returncode == 0, moved.stderr[-2000:]
+    assert moved.stderr.count("restored from") == 2 and not (out / "dense-seed0.log").exists()
+    again_res = json.loads((out / "dense_vs_sparse-robotics.json").read_text())
+    assert again_res["passes"] == res["passes"]
+    assert not (out / "dense-seed0" / "checkpoints").exists()

@@ -7,6 +7,9 @@ and call `run_sweep`. Each run is the CLI itself (`python -m densecode.cli train
 - continues a crashed or killed one from its latest checkpoint (`densecode train --resume <folder>`; a run killed
   before its first checkpoint restarts from step 0 with its config.yaml),
 - refuses a folder whose run was started with other settings (sweep.json records them), naming the fix.
+With `archive_dir`, each run that finishes is also archived there (densecode.eval.run_archive: its result files,
+no weights), and a run missing here whose archive is there is restored and counts as finished: a sweep longer than
+the machine it runs on continues on the next one from the archives kept with the project.
 A failed run does not stop the others; the sweep reports every failure, with its log, at the end.
 """
 
@@ -22,6 +25,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from densecode.errors import DensecodeError
+from densecode.eval.run_archive import (
+    archive_path,
+    archived_step,
+    pack,
+    read_member,
+    unpack,
+)
 
 SPEC_FILE = "sweep.json"
 
@@ -78,6 +88,8 @@ def logged_step(run_dir: Path) -> int:
 def run_state(spec: RunSpec) -> str:
     """"finished", "partial" (started, not finished: resume it) or "new"."""
     step = latest_step(spec.run_dir)
+    if step is None:
+        step = archived_step(spec.run_dir)
     if step is not None and step >= spec.steps:
         return "finished"
     if spec.run_dir.exists() and any(spec.run_dir.iterdir()):
@@ -121,10 +133,32 @@ def prune_checkpoints(run_dir: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def restore_archived(specs: list[RunSpec], archive_dir: Path) -> None:
+    """Restore each run that is not finished here but archived in archive_dir (a previous machine's run)."""
+    for spec in specs:
+        src = archive_path(archive_dir, spec.name)
+        if not src.is_file() or run_state(spec) == "finished":
+            continue
+        saved = read_member(src, SPEC_FILE)
+        if saved is not None and json.loads(saved) != spec.settings():
+            raise DensecodeError(f"{src} holds a run made with other settings than this sweep's {spec.name}; pass "
+                                 "another archive folder, or delete that archive to rerun it")
+        if spec.run_dir.exists() and any(spec.run_dir.iterdir()):
+            # A partial run of this machine: the archived finished one replaces it (moved aside, not deleted).
+            aside = spec.run_dir.with_name(spec.run_dir.name + ".partial")
+            shutil.rmtree(aside, ignore_errors=True)
+            spec.run_dir.rename(aside)
+        step = unpack(src, spec.run_dir)
+        print(f"[{spec.name}] restored from {src} (finished at step {step})", file=sys.stderr, flush=True)
+
+
 def run_sweep(specs: list[RunSpec], *, parallel: int = 1, progress: bool = True, python: str = sys.executable,
-              keep_checkpoints: bool = False, poll_s: float = 2.0) -> dict[str, float]:
+              keep_checkpoints: bool = False, poll_s: float = 2.0,
+              archive_dir: Path | None = None) -> dict[str, float]:
     """Train every spec not finished yet, `parallel` at a time; returns {name: wall seconds} of the runs trained
     now. Raises DensecodeError naming every failed run and its log (after the others have finished)."""
+    if archive_dir is not None:
+        restore_archived(specs, Path(archive_dir))
     for spec in specs:
         check_settings(spec)
     todo = []
@@ -177,8 +211,11 @@ def run_sweep(specs: list[RunSpec], *, parallel: int = 1, progress: bool = True,
                 if proc.returncode != 0 or run_state(spec) != "finished":
                     failed.append(f"{spec.name} (exit {proc.returncode}; log {spec.log_path})")
                     (bar.write if bar else print)(f"[{spec.name}] FAILED: exit {proc.returncode}, see {spec.log_path}")
-                elif not keep_checkpoints:
-                    prune_checkpoints(spec.run_dir)
+                else:
+                    if archive_dir is not None:
+                        pack(spec.run_dir, Path(archive_dir), spec.steps)
+                    if not keep_checkpoints:
+                        prune_checkpoints(spec.run_dir)
     except KeyboardInterrupt:
         # Ctrl-C reaches the runs too (same process group): each finishes its step, saves a checkpoint and exits,
         # and the next sweep resumes it.
