@@ -25,7 +25,10 @@ trains --steps steps of --batch-size/K prompts (the K of them together: the same
 them). Samples per prompt: 1 (PPO) or algo.grpo.group_size (GRPO) in every arm.
 
 Resumable: an arm whose run has its last eval is reused; a run that stopped early continues with --resume; finished
-evals (merged model, specialists on every task) are reused. Results go to --out: multitask.json (every run's
+evals (merged model, specialists on every task) are reused. Runs go seed by seed, each seed's specialists evaluated
+as soon as they are trained; every finished run's result files (no weights) and every eval are archived under
+--archive, kept with the project, and restored from there on another machine, so the benchmark can be finished over
+several sessions. Results go to --out: multitask.json (every run's
 numbers), multitask.md (the table, also printed) and multitask.png (per-task held-out score per arm, and the
 average; mean +- sd over seeds). Records for benchmarks/run_all.py (RESULTS.md) go to $DENSECODE_BENCH_JSON or --json.
 """
@@ -191,7 +194,65 @@ def eval_records(run_dir: Path) -> dict[int, dict]:
 
 
 def finished(run_dir: Path, steps: int) -> bool:
-    return steps in eval_records(run_dir) and (run_dir / "checkpoints" / "latest").is_file()
+    """Its last eval is logged and its weights are kept, or it was restored from an archive (results only)."""
+    from densecode.eval.run_archive import archived_step
+
+    if steps not in eval_records(run_dir):
+        return False
+    return (run_dir / "checkpoints" / "latest").is_file() or (archived_step(run_dir) or -1) >= steps
+
+
+# ------------------------------------------------------------------ archive (runs outliving the machine)
+
+
+def eval_json_names(run: Run) -> list[str]:
+    """The benchmark's own eval outputs a specialist run needs once its weights are gone."""
+    return [f"{run.name}.eval-all-tasks.json", f"merged-seed{run.seed}.eval.json"]
+
+
+def archive_finished(run: Run, args, run_dir: Path) -> None:
+    if args.archive is not None:
+        from densecode.eval.run_archive import pack
+
+        pack(run_dir, args.archive, args.steps)
+
+
+def archive_eval(path: Path, args) -> None:
+    if args.archive is not None:
+        args.archive.mkdir(parents=True, exist_ok=True)
+        tmp = args.archive / f".tmp-{path.name}"
+        tmp.write_bytes(path.read_bytes())
+        os.replace(tmp, args.archive / path.name)
+
+
+def restore_archived(runs: list[Run], args, workdir: Path) -> int:
+    """Runs finished on an earlier machine come back from --archive (their result files) instead of training again.
+    A specialist comes back only with its evals on every task and its seed's merged-model eval archived too: those
+    need its weights, which an archive does not keep. Returns how many runs were restored."""
+    from densecode.eval.run_archive import archive_path, unpack
+
+    if args.archive is None or not args.archive.is_dir():
+        return 0
+    for src in args.archive.glob("*.json"):
+        if not (workdir / src.name).is_file():
+            (workdir / src.name).write_bytes(src.read_bytes())
+    restored = 0
+    for run in runs:
+        d, src = workdir / run.name, archive_path(args.archive, run.name)
+        if not src.is_file() or finished(d, args.steps):
+            continue
+        if run.arm.startswith("specialist:") and not all((workdir / n).is_file() for n in eval_json_names(run)):
+            continue
+        if d.exists():
+            # This machine's unfinished run of it: the archived finished one replaces it (moved aside, kept).
+            aside = d.with_name(d.name + ".partial")
+            import shutil
+
+            shutil.rmtree(aside, ignore_errors=True)
+            d.rename(aside)
+        unpack(src, d)
+        restored += 1
+    return restored
 
 
 def headline(task: str, metrics: dict, prefix: str = "eval/", sampled: bool = False) -> float | None:
@@ -227,12 +288,13 @@ def check_same_settings(run: Run, args, run_dir: Path) -> None:
     have = yaml.safe_load(saved.read_text())
     for cfg in (want, have):
         cfg.get("train", {}).pop("steps", None)  # more steps continue a run
+        cfg.get("train", {}).pop("output_dir", None)  # a run restored from the archive was trained elsewhere
     if want != have:
         diff = sorted(f"{sec}.{k}" for sec in set(want) | set(have) if isinstance(want.get(sec), dict)
                       for k in set(want[sec]) | set(have.get(sec) or {})
                       if want[sec].get(k) != (have.get(sec) or {}).get(k))
         raise SystemExit(f"{run_dir} was trained with other settings ({', '.join(diff) or 'config'} differ): "
-                         "use another --workdir, or the same arguments as before")
+                         "use another --workdir (and --archive), or the same arguments as before")
 
 
 def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
@@ -255,6 +317,7 @@ def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
             rc = cli_main(train_argv(run, args, d, resume))
             if rc != 0 or not finished(d, args.steps):
                 raise SystemExit(f"training run {run.name} failed (exit {rc}); rerun to resume it")
+            archive_finished(run, args, d)
             bar.update(1)
         return
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), TOKENIZERS_PARALLELISM="false")
@@ -281,6 +344,8 @@ def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
             if proc.returncode != 0 or not finished(d, args.steps):
                 failed.append(run.name)
                 bar.write(f"training run {run.name} failed (exit {proc.returncode}); log: {workdir / run.name}.log")
+            else:
+                archive_finished(run, args, d)
     if failed:
         raise SystemExit(f"{len(failed)} run(s) failed: {', '.join(failed)}; rerun the same command to resume them")
 
@@ -318,6 +383,27 @@ def evaluate_model(model_dir: Path, run: Run, args, out_json: Path) -> dict:
     return metrics
 
 
+def evaluate_seed(seed: int, args, workdir: Path, bar) -> None:
+    """This seed's specialists, each on every task, and their merged model: evals cached as JSON in the workdir
+    (and archived), so the specialists' weights are needed only until then."""
+    tasks = args.tasks
+    for t in tasks:
+        run = Run(f"specialist:{t}", seed, [t], 1)
+        out_json = workdir / f"{run.name}.eval-all-tasks.json"
+        if not out_json.is_file():
+            bar.set_postfix_str(f"eval {run.name} on every task")
+            evaluate_model(final_model(workdir / run.name), Run("eval", seed, tasks, args.batch_size), args, out_json)
+        archive_eval(out_json, args)
+        bar.update(1)
+    out_json = workdir / f"merged-seed{seed}.eval.json"
+    if not out_json.is_file():
+        bar.set_postfix_str(f"merge + eval seed {seed}")
+        evaluate_model(merge_specialists(seed, args, workdir), Run("eval", seed, tasks, args.batch_size), args,
+                       out_json)
+    archive_eval(out_json, args)
+    bar.update(1)
+
+
 def merge_specialists(seed: int, args, workdir: Path) -> Path:
     """python -m densecode.domains.multi.merge over this seed's specialists (reused when done)."""
     out = workdir / f"merged-seed{seed}"
@@ -336,7 +422,7 @@ def merge_specialists(seed: int, args, workdir: Path) -> Path:
 # ------------------------------------------------------------------ results
 
 
-def collect(args, workdir: Path, bar) -> dict:
+def collect(args, workdir: Path) -> dict:
     """Per row, per seed: {task: score, ..., "average": mean}; plus each run's own eval metrics."""
     tasks = args.tasks
     # PASSES: "scores" from the greedy evals, "sampled_scores" from the evals at the training temperature.
@@ -371,10 +457,7 @@ def collect(args, workdir: Path, bar) -> dict:
             d = workdir / run.name
             evals = eval_records(d)
             runs_out[d.name] = {"first": evals[min(evals)], "last": evals[args.steps]}
-            bar.set_postfix_str(f"eval {run.name} on every task")
-            cross[t] = evaluate_model(final_model(d), Run("eval", seed, tasks, args.batch_size), args,
-                                      workdir / f"{run.name}.eval-all-tasks.json")
-            bar.update(1)
+            cross[t] = json.loads((workdir / f"{run.name}.eval-all-tasks.json").read_text())
         for key, sampled in PASSES.items():
             per = {s: {t: headline(t, cross[s], sampled=sampled) for t in tasks} for s in tasks}
             if all(v is not None for row in per.values() for v in row.values()):
@@ -385,11 +468,7 @@ def collect(args, workdir: Path, bar) -> dict:
             # on a tie the task's own specialist
             "which": {t: max(tasks, key=lambda s: (headline(t, cross[s]), s == t)) for t in tasks},
             "cross": {s: {t: headline(t, cross[s]) for t in tasks} for s in tasks}}
-        bar.set_postfix_str(f"merge + eval seed {seed}")
-        merged = evaluate_model(merge_specialists(seed, args, workdir), Run("eval", seed, tasks, args.batch_size),
-                                args, workdir / f"merged-seed{seed}.eval.json")
-        put("merging", seed, merged)
-        bar.update(1)
+        put("merging", seed, json.loads((workdir / f"merged-seed{seed}.eval.json").read_text()))
     return {**{key: {r: v for r, v in table.items() if v} for key, table in tables.items()}, "runs": runs_out}
 
 
@@ -503,6 +582,10 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for every run (e.g. tasks.kl_beta={codegen: 0.1})")
     p.add_argument("--workdir", default=None, help="run folders (default runs/multitask_bench[_quick])")
+    p.add_argument("--archive", default=None,
+                   help="each finished run's result files and the benchmark's evals are archived here and restored "
+                        "from here on another machine (default benchmarks/results/runs/multitask; --quick: none); "
+                        "'none': off")
     p.add_argument("--out", default=None, help="where multitask.{json,md,png} go (default benchmarks/results/"
                                                "multitask; --quick: the workdir)")
     p.add_argument("--parallel", type=int, default=1, help="training runs at once (each uses about one core)")
@@ -528,6 +611,9 @@ def _main(argv: list[str] | None) -> int:
         p.error(f"--batch-size {args.batch_size} < {len(args.tasks)} tasks: every task needs a prompt per step")
     workdir = Path(args.workdir or ROOT / ("runs/multitask_bench_quick" if q else "runs/multitask_bench")).resolve()
     args.out = Path(args.out or (workdir if q else ROOT / "benchmarks/results/multitask")).resolve()
+    if args.archive is None and not q:
+        args.archive = str(ROOT / "benchmarks/results/runs/multitask")
+    args.archive = None if args.archive in (None, "none") else Path(args.archive).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     import yaml
@@ -549,8 +635,16 @@ def _main(argv: list[str] | None) -> int:
     bar = tqdm(total=len(runs) + n_evals, desc="multitask benchmark", unit="job", dynamic_ncols=True)
     t0 = time.perf_counter()
     try:
-        run_training(runs, args, workdir, bar)
-        result = collect(args, workdir, bar)
+        restored = restore_archived(runs, args, workdir)
+        if restored:
+            bar.write(f"{restored} finished run(s) restored from {args.archive}")
+        # Seed by seed: a seed's specialists are evaluated (and their evals archived) as soon as it is trained, so a
+        # machine that goes away loses at most one seed's unevaluated specialists.
+        for seed in args.seeds:
+            run_training([r for r in runs if r.seed == seed], args, workdir, bar)
+            if "specialists" in args.arms:
+                evaluate_seed(seed, args, workdir, bar)
+        result = collect(args, workdir)
     finally:
         bar.close()
     from densecode.config import load_config

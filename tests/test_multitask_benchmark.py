@@ -24,9 +24,10 @@ def _bench():
     return mod
 
 
-def _argv(tiny_model_dir, tmp_path):
+def _argv(tiny_model_dir, tmp_path, work="work"):
     return ["--quick", "--in-process", "--tasks", "toy-a,toy-b", "--model", str(tiny_model_dir),
-            "--workdir", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--json", str(tmp_path / "rec.json"),
+            "--workdir", str(tmp_path / work), "--out", str(tmp_path / "out"), "--json", str(tmp_path / "rec.json"),
+            "--archive", str(tmp_path / "archive"),
             "--set", "tasks.options={toy-a: {word: x}, toy-b: {word: y}}", "--set", "reward.code_regions=completion",
             "--max-new-tokens", "6"]
 
@@ -90,8 +91,9 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     assert bench.main(_argv(tiny_model_dir, tmp_path)) == 0
     assert calls == [] and json.loads((out / "multitask.json").read_text())["scores"] == scores
 
-    # A run cut short (its last checkpoint and eval lost) continues from its checkpoint with --resume.
+    # A run cut short (its last checkpoint and eval lost, never archived) continues from its checkpoint with --resume.
     run = work / "joint-seed0"
+    (tmp_path / "archive" / "joint-seed0.tar.gz").unlink()
     lines = (run / "metrics.jsonl").read_text().splitlines()
     kept = [ln for ln in lines if json.loads(ln)["step"] <= 1 and not (json.loads(ln)["kind"] == "eval"
                                                                        and json.loads(ln)["step"] == 2)]
@@ -103,6 +105,16 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     assert bench.main(_argv(tiny_model_dir, tmp_path)) == 0
     assert len(calls) == 1 and calls[0][-2:] == ["--resume", str(run)]
     assert 2 in bench.eval_records(run)
+
+    # Another machine: a new workdir, only the archive. Every run and eval is restored, nothing trains or evaluates
+    # (the specialists' weights are not archived: their evals are), and the table is the same.
+    archived = sorted(p.name for p in (tmp_path / "archive").iterdir())
+    assert len([n for n in archived if n.endswith(".tar.gz")]) == len(arms)
+    assert "merged-seed0.eval.json" in archived and "specialist-toy-a-seed0.eval-all-tasks.json" in archived
+    calls.clear()
+    assert bench.main(_argv(tiny_model_dir, tmp_path, work="work2")) == 0
+    assert calls == [] and json.loads((out / "multitask.json").read_text())["scores"] == scores
+    assert not (tmp_path / "work2" / "specialist-toy-a-seed0" / "checkpoints").exists()
 
     # Other settings in the same workdir are refused rather than mixed with the finished runs.
     with pytest.raises(SystemExit, match=r"other settings \(.*train.batch_size"):
