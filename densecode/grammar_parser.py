@@ -108,6 +108,9 @@ class IncrementalPythonParser:
         self.tab_len = self.indenter.tab_len
         interactive = base_parser.parse_interactive("")
         self._lexer = interactive.lexer_thread.lexer.lexer  # PostLexConnector -> BasicLexer
+        # The lexer compiles its terminals' regexes on first use (~30 ms, once per grammar): here, with the
+        # grammar's other setup, rather than inside the first row's first token.
+        _ = self._lexer.scanner
         conf = interactive.parser_state.parse_conf
         self._states = conf.states
         self._start_state = conf.start_state
