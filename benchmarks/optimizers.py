@@ -69,19 +69,22 @@ DEFAULT_VARIANTS = ("ppo-dense", "ppo-sparse", "grpo", "microcoder", "microcoder
 SUCCESS_KEYS = ("eval/success_rate", "eval/success", "eval/pass_rate")
 
 
-def success_of(record: dict) -> float | None:
-    for key in SUCCESS_KEYS:
+def success_of(record: dict, sampled: bool = False) -> float | None:
+    """The eval's success: the greedy pass's, or (sampled=True) the pass at tasks.eval_sampled_temperature."""
+    keys = [k.replace("eval/", "eval/sampled_") for k in SUCCESS_KEYS] if sampled else SUCCESS_KEYS
+    for key in keys:
         if key in record:
             return float(record[key])
     for key, value in record.items():
-        if key.startswith("eval/") and "success" in key and isinstance(value, (int, float)):
+        if (key.startswith("eval/sampled_") if sampled else key.startswith("eval/") and "sampled_" not in key) \
+                and "success" in key and isinstance(value, (int, float)):
             return float(value)
     return None
 
 
 def read_run(run_dir: Path) -> dict:
     """Held-out curves: success (task checks pass) and executability (ran without a Python/robot error)."""
-    curve, execs, train = [], [], []
+    curve, sampled, execs, train = [], [], [], []
     metrics = run_dir / "metrics.jsonl"
     if metrics.is_file():
         for line in metrics.read_text().splitlines():
@@ -90,6 +93,9 @@ def read_run(run_dir: Path) -> dict:
                 s = success_of(rec)
                 if s is not None:
                     curve.append((int(rec["step"]), s))
+                s = success_of(rec, sampled=True)
+                if s is not None:
+                    sampled.append((int(rec["step"]), s))
                 if "eval/executability" in rec:
                     execs.append((int(rec["step"]), float(rec["eval/executability"])))
             elif rec.get("kind") == "train":
@@ -101,7 +107,7 @@ def read_run(run_dir: Path) -> dict:
 
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
         evidence = ((cfg.get("algo") or {}).get("grpo") or {}).get("truncation_evidence")
-    return {"curve": curve, "exec": execs, "train": train, "evidence": evidence}
+    return {"curve": curve, "sampled": sampled, "exec": execs, "train": train, "evidence": evidence}
 
 
 def variant_spec(name: str, seed: int, args, out: Path):
@@ -113,6 +119,10 @@ def variant_spec(name: str, seed: int, args, out: Path):
     overrides = [
         f"train.eval_every={args.eval_every}", f"train.eval_tasks={args.eval_tasks}",
         f"train.save_every={args.save_every}", f"train.seed={seed}", f"train.num_threads={args.threads}",
+        # Every eval runs twice on the same tasks: greedy, and sampled at one fixed temperature for every variant
+        # (the variants train at different temperatures; PPO trains the sampling distribution, and on the embedded
+        # model greedy decoding does not follow it: docs/results.md).
+        "tasks.eval_temperature=0.0", f"tasks.eval_sampled_temperature={args.eval_sampled_temperature}",
     ]
     if args.lr is not None:
         overrides.append(f"train.lr={args.lr}")
@@ -185,7 +195,7 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 def seed_curves(runs: dict, key: str) -> tuple[list[int], list[list[float]]]:
-    """(eval steps every seed has, [seed][step] values) of the curve `key` ("curve" or "exec")."""
+    """(eval steps every seed has, [seed][step] values) of the curve `key` ("curve", "sampled" or "exec")."""
     per_seed = [dict(r.get(key) or []) for r in runs.values()]
     if not per_seed or not all(per_seed):
         return [], []
@@ -200,9 +210,10 @@ def plot(results: dict, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, key, label in ((axes[0], "curve", "held-out success rate"),
-                           (axes[1], "exec", "held-out executability")):
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    for ax, key, label in ((axes[0], "curve", "held-out success rate (greedy)"),
+                           (axes[1], "sampled", "held-out success rate (sampled)"),
+                           (axes[2], "exec", "held-out executability (greedy)")):
         for name, runs in results.items():
             steps, vals = seed_curves(runs, key)
             if not steps:
@@ -213,7 +224,7 @@ def plot(results: dict, path: Path, title: str) -> None:
             line, = ax.plot(steps, mu, marker="o", label=f"{name} (n={len(vals)})")
             ax.fill_between(steps, mu - sd, mu + sd, color=line.get_color(), alpha=0.15)
         ax.set_xlabel("training step")
-        ax.set_ylabel(label + " (greedy), mean ± seed sd")
+        ax.set_ylabel(label + ", mean ± seed sd")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
@@ -256,9 +267,9 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def curve_table(results: dict) -> str:
-    """Held-out success per eval step, mean ± seed sd, one column per variant."""
-    curves = {n: seed_curves(runs, "curve") for n, runs in results.items()}
+def curve_table(results: dict, key: str = "curve") -> str:
+    """Held-out success per eval step (greedy: key "curve"; "sampled"), mean ± seed sd, one column per variant."""
+    curves = {n: seed_curves(runs, key) for n, runs in results.items()}
     curves = {n: c for n, c in curves.items() if c[0]}
     if not curves:
         return "(no held-out evals: --eval-every 0)"
@@ -273,10 +284,12 @@ def curve_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def paired_table(out: Path, names: list[str], seeds: list[int], baseline: str, n_boot: int) -> tuple[str, dict]:
+def paired_table(out: Path, names: list[str], seeds: list[int], baseline: str, n_boot: int,
+                 pass_name: str = "greedy") -> tuple[str, dict]:
     """Each variant's paired difference to `baseline` at the last shared eval step, 95% bootstrap interval over
-    seeds and tasks (the runs' eval_tasks.jsonl, greedy pass), and the steps it needs to reach the baseline's
-    final score. ("", {}) when the runs carry no per-task outcomes or there is nothing to compare."""
+    seeds and tasks (the runs' eval_tasks.jsonl, the greedy or the sampled pass), and the steps it needs to reach
+    the baseline's final score. ("", {}) when the runs carry no per-task outcomes or there is nothing to compare."""
+    wanted = ("greedy", "eval") if pass_name == "greedy" else (pass_name,)
     import numpy as np
 
     from densecode.eval.paired_bootstrap import compare_arms
@@ -290,7 +303,7 @@ def paired_table(out: Path, names: list[str], seeds: list[int], baseline: str, n
             by_step = {}
             for line in path.read_text().splitlines():
                 r = json.loads(line)
-                if r["pass"] in ("greedy", "eval"):
+                if r["pass"] in wanted:
                     by_step[int(r["step"])] = r
             rows[(name, seed)] = by_step
     steps = sorted(set.intersection(*[set(r) for r in rows.values()])) if rows else []
@@ -303,7 +316,7 @@ def paired_table(out: Path, names: list[str], seeds: list[int], baseline: str, n
     comp = compare_arms(values, steps, baseline=baseline, n_boot=n_boot)
     metric = rows[(names[0], seeds[0])][steps[0]]["metric"]
     last = steps[-1]
-    lines = [f"Paired difference to {baseline} at step {last} (held-out {metric}, greedy; {comp['n_seeds']} seeds × "
+    lines = [f"Paired difference to {baseline} at step {last} (held-out {metric}, {pass_name}; {comp['n_seeds']} seeds × "
              f"{comp['n_tasks']} tasks, 95% bootstrap interval resampling seeds and tasks), and the steps each "
              f"variant needs to reach {baseline}'s final {metric}:", "",
              f"| variant | {metric} at step {last} | − {baseline} [95% interval] | steps to reach {baseline}'s final "
@@ -344,6 +357,12 @@ def parse_args(argv=None):
     p.add_argument("--force", action="store_true", help="rerun variants that already finished in --out")
     p.add_argument("--analyse-only", action="store_true", help="train nothing; tabulate the runs in --out")
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates of the paired comparison")
+    p.add_argument("--eval-sampled-temperature", type=float, default=1.0,
+                   help="the second eval pass samples at this temperature, the same for every variant (default 1.0)")
+    p.add_argument("--archive", default=None,
+                   help="each finished run's result files (no weights) are archived here and restored from here on "
+                        "another machine; default benchmarks/results/runs/optimizers-<domain> (--quick: none); "
+                        "'none': off")
     p.add_argument("--publish", default=None, metavar="DIR", help="copy the tables, curves and JSON here")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -354,6 +373,10 @@ def parse_args(argv=None):
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.archive is None and not args.quick:
+        args.archive = str(ROOT / "benchmarks" / "results" / "runs" / f"optimizers-{args.domain}")
+    if args.archive in (None, "none"):
+        args.archive = None
     if args.responses_per_step % args.group_size:
         p.error(f"--responses-per-step {args.responses_per_step} must be a multiple of --group-size {args.group_size}")
     args.names = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -366,9 +389,10 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     from densecode.errors import DensecodeError
-    from densecode.eval.sweep import run_sweep
+    from densecode.eval.sweep import restore_archived, run_sweep
 
     names = args.names
+    archive = Path(args.archive) if args.archive else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     specs = [variant_spec(n, s, args, out) for s in args.seeds for n in names]
@@ -380,10 +404,13 @@ def main(argv=None) -> int:
             spec.log_path.unlink(missing_ok=True)
     try:
         if not args.analyse_only:
-            run_sweep(specs, parallel=args.parallel, progress=not args.no_progress)
+            run_sweep(specs, parallel=args.parallel, progress=not args.no_progress, archive_dir=archive)
+        elif archive is not None:
+            restore_archived(specs, archive)
         results = {n: read_variant(n, args.seeds, out) for n in names}
         base_name = "ppo-dense" if "ppo-dense" in names else names[0]
         paired_md, comp = paired_table(out, names, args.seeds, base_name, args.n_boot)
+        paired_sampled_md, comp_sampled = paired_table(out, names, args.seeds, base_name, args.n_boot, "sampled")
     except DensecodeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -395,16 +422,20 @@ def main(argv=None) -> int:
     evidence = {n: next(iter(runs.values())).get("evidence") for n, runs in results.items()}
     md = (table(results) + "\n\nHeld-out success per eval step (greedy, mean ± seed sd):\n\n" + curve_table(results)
           + ("\n\n" + paired_md if paired_md else "")
+          + f"\n\nHeld-out success per eval step, sampled at T={args.eval_sampled_temperature} (mean ± seed sd):\n\n"
+          + curve_table(results, "sampled")
+          + ("\n\n" + paired_sampled_md if paired_sampled_md else "")
           + "\n\nTruncation masking, summed over all steps and seeds:\n\n"
           + mask_table({n: {"train": summed[n], "evidence": evidence[n]} for n in names}))
     (out / "optimizers.md").write_text(f"{title}\n\n`python benchmarks/optimizers.py {' '.join(sys.argv[1:])}`\n\n"
                                        f"{md}\n")
     (out / "optimizers.json").write_text(json.dumps(
         {"args": {k: v for k, v in vars(args).items()},
-         "results": {n: {str(seed): {"success": r["curve"], "executability": r.get("exec", []), "wall_s": r["wall_s"],
+         "results": {n: {str(seed): {"success": r["curve"], "sampled_success": r.get("sampled", []),
+                                     "executability": r.get("exec", []), "wall_s": r["wall_s"],
                                      "masking": mask_counts(r.get("train", []))} for seed, r in runs.items()}
                      for n, runs in results.items()},
-         "paired": comp}, indent=2, default=str))
+         "paired": comp, "paired_sampled": comp_sampled}, indent=2, default=str))
     print(f"\n{title}\n\n{md}\n\nwrote {out / 'optimizers.png'}, {out / 'optimizers.md'}")
     if args.publish:
         import shutil

@@ -49,7 +49,7 @@ def test_tiny_run_end_to_end_and_reuse(tmp_path):
     cmd = [sys.executable, str(ROOT / "benchmarks" / "optimizers.py"), "--variants", "ppo-dense,microcoder",
            "--seeds", "0", "--steps", "1", "--eval-every", "1", "--eval-tasks", "6", "--responses-per-step", "4",
            "--group-size", "2", "--set", "generation.max_new_tokens=32", "--n-boot", "100", "--out", str(out),
-           "--no-progress"]
+           "--no-progress", "--archive", str(tmp_path / "archive")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     md = (out / "optimizers.md").read_text()
@@ -58,5 +58,16 @@ def test_tiny_run_end_to_end_and_reuse(tmp_path):
     data = json.loads((out / "optimizers.json").read_text())
     assert [s for s, _ in data["results"]["microcoder"]["0"]["success"]] == [0, 1]
     assert (out / "optimizers.png").stat().st_size > 0
+    # The sampled pass (T=1.0 for every variant) has its own curve and paired table.
+    assert [s for s, _ in data["results"]["microcoder"]["0"]["sampled_success"]] == [0, 1]
+    assert "sampled at T=1.0" in md and "(held-out success_rate, sampled;" in md
+    assert "sampled_success" in json.dumps(data) and data["paired_sampled"]
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and again.stderr.count("finished already") == 2
+    # Another machine: only the archive; both runs are restored, not retrained, and the tables are the same.
+    import shutil
+
+    shutil.rmtree(out)
+    moved = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert moved.returncode == 0 and moved.stderr.count("restored from") == 2, moved.stderr[-2000:]
+    assert json.loads((out / "optimizers.json").read_text())["results"] == data["results"]
