@@ -332,7 +332,7 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
         if grammar is not None and grammar.mode == "constrain":
             if grammar.masks_every_step:
                 tokens, logps = _resample_rejected(grammar, alive, truncated, raw, tokens, logps, temperature,
-                                                   generator, lambda b: grammar.rows[alive[b]].mask)
+                                                   generator, lambda b, alive=alive: grammar.rows[alive[b]].mask)
             else:
                 tokens, logps = _constrain_check_first(grammar, alive, raw, truncated, tokens, logps, temperature,
                                                        generator)
