@@ -258,6 +258,21 @@ def diagnose_runs(run_dirs: list[Path], n_buckets: int = 5) -> dict:
     return diagnose(records, n_buckets)
 
 
+def reuse_main_runs(specs, main_archive: Path) -> list[str]:
+    """The ablation's dense and sparse arms are the main comparison's runs (same config, overrides and budget):
+    restore those from its archive instead of training them again. A run archived with other settings is refused
+    by densecode.eval.sweep, naming it. Returns the names restored."""
+    from densecode.eval.run_archive import archive_path
+    from densecode.eval.sweep import restore_archived, run_state
+
+    if not main_archive.is_dir():
+        return []
+    chosen = [s for s in specs if s.name.rsplit("-seed", 1)[0] in ("dense", "sparse")
+              and archive_path(main_archive, s.name).is_file() and run_state(s) != "finished"]
+    restore_archived(chosen, main_archive)
+    return [s.name for s in chosen]
+
+
 def machine() -> str:
     """e.g. 'Linux x86_64, 2 CPUs, no GPU' (the training runs use a GPU when torch sees one)."""
     import os
@@ -434,6 +449,8 @@ def run(args) -> int:
           flush=True)
     t0 = time.perf_counter()
     archive = Path(args.archive) if args.archive else None
+    if args.ablation and archive is not None:
+        reuse_main_runs(specs, archive.with_name(f"dense_vs_sparse-{args.domain}"))
     if args.analyse_only:
         walls = {}
         if archive is not None:

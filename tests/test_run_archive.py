@@ -78,3 +78,21 @@ def test_sweep_restores_archived_runs_as_finished_and_refuses_other_settings(tmp
     with pytest.raises(DensecodeError, match="other settings.*delete that archive"):
         restore_archived([longer], tmp_path / "archive")
     assert not longer.run_dir.exists()
+
+
+def test_ablation_reuses_the_main_comparisons_dense_and_sparse_runs(tmp_path):
+    from benchmark_scripts import load_script
+
+    bench = load_script("dense_vs_sparse")
+    main = [RunSpec(f"{a}-seed0", tmp_path / "main" / f"{a}-seed0", "robotics", 10, [f"reward.mode={a}"])
+            for a in ("dense", "sparse")]
+    for spec in main:
+        make_run(spec.run_dir, spec)
+        pack(spec.run_dir, tmp_path / "dense_vs_sparse-robotics", step=10)
+    ablation = [RunSpec(f"{a}-seed0", tmp_path / "abl" / f"{a}-seed0", "robotics", 10, [f"reward.mode={a}"])
+                for a in ("dense", "sparse")]
+    ablation.append(RunSpec("last-sim-seed0", tmp_path / "abl" / "last-sim-seed0", "robotics", 10, ["x=1"]))
+    restored = bench.reuse_main_runs(ablation, tmp_path / "dense_vs_sparse-robotics")
+    assert restored == ["dense-seed0", "sparse-seed0"]
+    assert [run_state(s) for s in ablation] == ["finished", "finished", "new"]
+    assert bench.reuse_main_runs(ablation, tmp_path / "nowhere") == []
