@@ -209,7 +209,7 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
     assert "Explained variance" in diag.stdout and (out / "sparse-seed0" / "diagnosis.json").is_file()
     # Another machine: no run folders, only the archives. The sweep restores both runs, trains nothing, and the
     # analysis (and the credit diagnostics, from the archived rollouts) gives the same numbers.
-    assert sorted(p.name for p in (tmp_path / "archive").iterdir()) == ["dense-seed0.tar.gz", "sparse-seed0.tar.gz"]
+    assert sorted(p.name for p in (tmp_path / "archive").iterdir()) == ["dense-seed0.tar.xz", "sparse-seed0.tar.xz"]
     shutil.rmtree(out)
     moved = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert moved.returncode == 0, moved.stderr[-2000:]

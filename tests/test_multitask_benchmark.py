@@ -93,7 +93,7 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
 
     # A run cut short (its last checkpoint and eval lost, never archived) continues from its checkpoint with --resume.
     run = work / "joint-seed0"
-    (tmp_path / "archive" / "joint-seed0.tar.gz").unlink()
+    (tmp_path / "archive" / "joint-seed0.tar.xz").unlink()
     lines = (run / "metrics.jsonl").read_text().splitlines()
     kept = [ln for ln in lines if json.loads(ln)["step"] <= 1 and not (json.loads(ln)["kind"] == "eval"
                                                                        and json.loads(ln)["step"] == 2)]
@@ -109,7 +109,7 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     # Another machine: a new workdir, only the archive. Every run and eval is restored, nothing trains or evaluates
     # (the specialists' weights are not archived: their evals are), and the table is the same.
     archived = sorted(p.name for p in (tmp_path / "archive").iterdir())
-    assert len([n for n in archived if n.endswith(".tar.gz")]) == len(arms)
+    assert len([n for n in archived if n.endswith(".tar.xz")]) == len(arms)
     assert "merged-seed0.eval.json" in archived and "specialist-toy-a-seed0.eval-all-tasks.json" in archived
     calls.clear()
     assert bench.main(_argv(tiny_model_dir, tmp_path, work="work2")) == 0

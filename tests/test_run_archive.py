@@ -28,7 +28,7 @@ def test_pack_keeps_result_files_only_and_unpack_restores_them(tmp_path):
     run = tmp_path / "runs" / "dense-seed0"
     make_run(run)
     archive = pack(run, tmp_path / "archive", step=10)
-    assert archive.name == "dense-seed0.tar.gz" and not list((tmp_path / "archive").glob("*.tmp"))
+    assert archive.name == "dense-seed0.tar.xz" and not list((tmp_path / "archive").glob("*.tmp"))
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == ["archived.json", "config.yaml", "eval_tasks.jsonl", "metrics.jsonl"]
     other = tmp_path / "elsewhere" / "dense-seed0"

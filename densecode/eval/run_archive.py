@@ -2,8 +2,8 @@
 
 A comparison sweep (arms x seeds) can take longer than the machine it runs on is kept, and the next machine starts
 without the previous one's run folders. So a sweep archives each run as it finishes into a folder kept with the
-project (`<archive dir>/<run name>.tar.gz`), and the next sweep restores what it finds there instead of training it
-again. An archive holds the run folder's top-level files, the ones the analyses read (config.yaml, sweep.json,
+project (`<archive dir>/<run name>.tar.xz`; xz packs a run's rollouts.jsonl, per-token arrays, to about a ninth),
+and the next sweep restores what it finds there instead of training it again. An archive holds the run folder's top-level files, the ones the analyses read (config.yaml, sweep.json,
 metrics.jsonl, eval_tasks.jsonl, rollouts.jsonl, ...), and not its checkpoints or TensorBoard events: a restored
 run can be analysed, not resumed or re-scored.
 
@@ -11,7 +11,7 @@ Restoring writes those files back plus `archived.json` (the step the run finishe
 densecode.eval.sweep counts as finished.
 
     python -m densecode.eval.run_archive pack RUN_DIR --to DIR --step 80    # archive a finished run by hand
-    python -m densecode.eval.run_archive unpack DIR/NAME.tar.gz --to RUN_DIR
+    python -m densecode.eval.run_archive unpack DIR/NAME.tar.xz --to RUN_DIR
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import lzma
 import os
 import sys
 import tarfile
@@ -32,8 +33,12 @@ SUFFIXES = (".yaml", ".json", ".jsonl", ".md", ".csv", ".txt")
 MAX_FILE_BYTES = 64 * 2**20
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
+
+
 def archive_path(archive_dir: Path, name: str) -> Path:
-    return Path(archive_dir) / f"{name}.tar.gz"
+    return Path(archive_dir) / f"{name}.tar.xz"
 
 
 def archived_step(run_dir: Path) -> int | None:
@@ -45,7 +50,7 @@ def archived_step(run_dir: Path) -> int | None:
 
 
 def pack(run_dir: Path, archive_dir: Path, step: int) -> Path:
-    """Write `<archive_dir>/<run folder name>.tar.gz` from the run's top-level result files; atomic (a killed pack
+    """Write `<archive_dir>/<run folder name>.tar.xz` from the run's top-level result files; atomic (a killed pack
     leaves no half archive that a later sweep would take for a finished run)."""
     run_dir = Path(run_dir)
     files = sorted(p for p in run_dir.iterdir() if p.is_file() and p.suffix in SUFFIXES and p.name != MARKER)
@@ -58,7 +63,7 @@ def pack(run_dir: Path, archive_dir: Path, step: int) -> Path:
     dest = archive_path(archive_dir, run_dir.name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
+    with tarfile.open(tmp, "w:xz") as tar:
         for p in files:
             tar.add(p, arcname=p.name)
         marker = json.dumps({"step": int(step), "run": run_dir.name}).encode()
@@ -72,22 +77,23 @@ def pack(run_dir: Path, archive_dir: Path, step: int) -> Path:
 def read_member(archive: Path, name: str) -> bytes | None:
     """One file of an archive (None when it has no such file)."""
     try:
-        with tarfile.open(archive, "r:gz") as tar:
+        with tarfile.open(archive, "r:*") as tar:
             try:
                 member = tar.getmember(name)
             except KeyError:
                 return None
             fh = tar.extractfile(member)
             return fh.read() if fh is not None else None
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise DensecodeError(f"{archive} cannot be read ({exc}); delete it and rerun the run it held") from exc
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
+        raise DensecodeError(f"{archive} cannot be read ({_first_line(exc)}); delete it and rerun the run it "
+                             "held") from exc
 
 
 def unpack(archive: Path, run_dir: Path) -> int:
     """Restore an archive's files into run_dir (created); returns the step the run finished at."""
     archive, run_dir = Path(archive), Path(run_dir)
     try:
-        with tarfile.open(archive, "r:gz") as tar:
+        with tarfile.open(archive, "r:*") as tar:
             members = tar.getmembers()
             # Plain top-level files only: an archive from elsewhere must not write outside the run folder.
             bad = [m.name for m in members if not m.isfile() or "/" in m.name or m.name.startswith("..")]
@@ -102,8 +108,9 @@ def unpack(archive: Path, run_dir: Path) -> int:
                 tmp = run_dir / (m.name + ".tmp")
                 tmp.write_bytes(data)
                 os.replace(tmp, run_dir / m.name)
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise DensecodeError(f"{archive} cannot be read ({exc}); delete it and rerun the run it held") from exc
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
+        raise DensecodeError(f"{archive} cannot be read ({_first_line(exc)}); delete it and rerun the run it "
+                             "held") from exc
     step = archived_step(run_dir)
     if step is None:
         raise DensecodeError(f"{archive}: {MARKER} names no step; delete it and rerun the run it held")
