@@ -198,6 +198,11 @@ def pass_markdown(res: dict, metric: str, pass_name: str, temperature: str) -> s
     last = res["steps"][-1]
     for a in others:
         r = res["steps_to_reach"][a]
+        if not r.get("baseline_improved", True):
+            lines.append(f"- steps {a} needs to reach {base}'s final {metric}: not defined, {base}'s final "
+                         f"({r['target']:.3f} at step {last}) is not above its start ({r['start']:.3f} at step "
+                         f"{res['steps'][0]})")
+            continue
         frac = "" if r["reach_fraction"] is None else f" = {r['reach_fraction']:.0%} of {last}"
         lines.append(f"- steps {a} needs to reach {base}'s final {metric} ({r['target']:.3f} at step {last}): "
                      f"{fmt_steps(r['steps'])}{frac}, {res['level']:.0%} interval [{fmt_steps(r['lo'])}, "
@@ -360,6 +365,8 @@ def figures(results: dict) -> list[dict]:
             recs.append(figure(f"{results['domain']} held-out {metric} ({p}), {arm} − {base} at step {last}",
                                d["mean"][-1], "", note=note))
             s = c["steps_to_reach"][arm]
+            if not s.get("baseline_improved", True):
+                continue  # no learning-speed figure when the baseline did not improve on its start
             recs.append(figure(f"{results['domain']}: steps {arm} needs to reach {base}'s final {metric} ({p})",
                                s["steps"], "steps", baseline=f"{base}'s steps", baseline_value=last,
                                note=f"interval [{fmt_steps(s['lo'])}, {fmt_steps(s['hi'])}]; None = not reached"))

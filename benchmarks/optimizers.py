@@ -326,8 +326,10 @@ def paired_table(out: Path, names: list[str], seeds: list[int], baseline: str, n
             continue
         d, r = comp["differences"][n], comp["steps_to_reach"][n]
         fmt = (lambda x: "not reached" if x is None else f"{x:.0f}")
+        reach = (f"{fmt(r['steps'])} [{fmt(r['lo'])}, {fmt(r['hi'])}]" if r.get("baseline_improved", True) else
+                 f"not defined ({baseline} ended at {r['target']:.3f}, not above its start {r['start']:.3f})")
         lines.append(f"| {n} | {comp['arms'][n]['mean'][-1]:.3f} | {d['mean'][-1]:+.3f} [{d['lo'][-1]:+.3f}, "
-                     f"{d['hi'][-1]:+.3f}] | {fmt(r['steps'])} [{fmt(r['lo'])}, {fmt(r['hi'])}] |")
+                     f"{d['hi'][-1]:+.3f}] | {reach} |")
     return "\n".join(lines), comp
 
 

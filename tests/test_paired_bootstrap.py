@@ -60,6 +60,18 @@ def test_compare_arms_on_a_constant_difference():
     assert a["seed_sd"] == pytest.approx(sparse.mean(axis=2).std(axis=0, ddof=1).tolist())
 
 
+def test_steps_to_reach_is_flagged_when_the_baseline_did_not_improve():
+    steps = [0, 10, 20]
+    falling = np.array([[[1, 1, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0]]], dtype=float)  # 0.5 -> 0.25
+    rising = np.array([[[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]]], dtype=float)  # 0.25 -> 0.75
+    out = compare_arms({"dense": rising, "sparse": falling}, steps, baseline="sparse", n_boot=50)
+    r = out["steps_to_reach"]["dense"]
+    assert r["baseline_improved"] is False and r["start"] == 0.5 and r["target"] == 0.25
+    out = compare_arms({"dense": falling, "sparse": rising}, steps, baseline="sparse", n_boot=50)
+    r = out["steps_to_reach"]["dense"]
+    assert r["baseline_improved"] is True and r["steps"] is None  # dense falls: never reaches 0.75
+
+
 def test_compare_arms_needs_paired_shapes_and_a_known_baseline():
     with pytest.raises(DensecodeError, match="different"):
         compare_arms({"a": np.zeros((2, 1, 3)), "b": np.zeros((3, 1, 3))}, [0], baseline="b")

@@ -110,7 +110,8 @@ def compare_arms(arms: Mapping[str, np.ndarray], steps: Sequence[int], *, baseli
     Per non-baseline arm and step: the paired difference arm - baseline with its bootstrap interval. Per
     non-baseline arm: the steps it needs to reach the baseline's final score (the baseline's mean at its last eval
     step), with its bootstrap interval; inf (None in the JSON) = not reached within the run, and `reach_fraction`
-    = those steps / the last eval step.
+    = those steps / the last eval step; `baseline_improved` False when that final score is not above the
+    baseline's first one (then the steps say nothing about learning speed).
     """
     if baseline not in arms:
         raise DensecodeError(f"baseline arm {baseline!r} is not among the arms {sorted(arms)}")
@@ -131,6 +132,9 @@ def compare_arms(arms: Mapping[str, np.ndarray], steps: Sequence[int], *, baseli
                              "per_seed": per_seed.tolist()}
     base = values[baseline]
     target = float(base[:, -1, :].mean())
+    # "Steps to reach the baseline's final score" measures speed of learning only when the baseline learned: a
+    # final score at or below the first eval's is reached at step 0 by any arm that starts where it started.
+    start = float(base[:, 0, :].mean())
     target_boot = boot[baseline][:, -1]
     for name, v in values.items():
         if name == baseline:
@@ -146,7 +150,8 @@ def compare_arms(arms: Mapping[str, np.ndarray], steps: Sequence[int], *, baseli
         lo, hi = percentile_interval(reps, level)
         last = steps[-1]
         out["steps_to_reach"][name] = {
-            "target": target, "steps": _finite_or_none(point), "lo": _finite_or_none(lo), "hi": _finite_or_none(hi),
+            "target": target, "start": start, "baseline_improved": bool(target > start),
+            "steps": _finite_or_none(point), "lo": _finite_or_none(lo), "hi": _finite_or_none(hi),
             "reach_fraction": _finite_or_none(point / last) if last > 0 else None,
             "reach_fraction_hi": _finite_or_none(hi / last) if last > 0 else None,
             "never_reached_share": float(np.mean(~np.isfinite(reps)))}
