@@ -47,6 +47,19 @@ def test_explained_variance_is_high_where_the_critic_tracks_the_return():
     assert ev["0-50%"]["n_tokens"] + ev["50-100%"]["n_tokens"] + ev[LAST]["n_tokens"] == 500
 
 
+def test_explained_variance_is_undefined_where_the_returns_hardly_vary():
+    rng = np.random.default_rng(1)
+    recs = []
+    for _ in range(50):
+        ret = rng.normal(0, 1, 10)
+        ret[-1] = rng.normal(0, 1e-3)  # the last token's return about constant (dense rewards, nothing after it)
+        val = ret + rng.normal(0, 0.1, 10)
+        recs.append(record(val, ret))
+    ev = explained_variance_by_position(recs, n_buckets=2)
+    assert ev[LAST]["constant_returns"] and ev[LAST]["ev"] is None and ev[LAST]["returns_sd"] < 0.01
+    assert not ev["0-50%"]["constant_returns"] and ev["0-50%"]["ev"] > 0.95
+
+
 def test_explained_variance_of_a_perfect_critic_is_one():
     recs = [record([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), record([0.0, 5.0, 1.0], [0.0, 5.0, 1.0])]
     ev = explained_variance_by_position(recs, n_buckets=1)

@@ -78,8 +78,14 @@ def explained_variance(values: np.ndarray, returns: np.ndarray) -> float | None:
     return float(1.0 - np.var(returns - values) / var_r)
 
 
+# A bucket whose returns barely vary (sd under this share of all tokens' returns sd) has nothing to explain: its EV
+# is a ratio of two near-zero variances (dense rewards leave the last token a near-constant return).
+CONSTANT_RETURNS_SHARE = 0.05
+
+
 def explained_variance_by_position(records: Iterable[dict], n_buckets: int = 5) -> dict[str, dict]:
-    """{bucket: {"n_tokens", "ev"}} pooled over the records' tokens (buckets: see `bucket_of`)."""
+    """{bucket: {"n_tokens", "ev", "returns_sd"}} pooled over the records' tokens (buckets: see `bucket_of`); "ev" is
+    None, and "constant_returns" True, where the returns hardly vary (CONSTANT_RETURNS_SHARE)."""
     vals: dict[str, list[float]] = defaultdict(list)
     rets: dict[str, list[float]] = defaultdict(list)
     for rec in records:
@@ -91,9 +97,15 @@ def explained_variance_by_position(records: Iterable[dict], n_buckets: int = 5) 
             b = bucket_of(t, n, n_buckets)
             vals[b].append(v[t])
             rets[b].append(r[t])
-    return {b: {"n_tokens": len(rets[b]),
-                "ev": explained_variance(np.asarray(vals[b]), np.asarray(rets[b])) if rets[b] else None}
-            for b in bucket_names(n_buckets)}
+    pooled_sd = float(np.std(np.concatenate([np.asarray(r) for r in rets.values()]))) if rets else 0.0
+    out = {}
+    for b in bucket_names(n_buckets):
+        r = np.asarray(rets[b])
+        sd = float(np.std(r)) if r.size else None
+        constant = sd is not None and sd < CONSTANT_RETURNS_SHARE * pooled_sd
+        out[b] = {"n_tokens": int(r.size), "returns_sd": sd, "constant_returns": bool(constant),
+                  "ev": None if (constant or not r.size) else explained_variance(np.asarray(vals[b]), r)}
+    return out
 
 
 def offending_tokens(rec: dict) -> dict[str, np.ndarray]:
@@ -244,10 +256,11 @@ def diagnosis_markdown(diag: dict, title: str = "") -> str:
     lines = [f"### {title or 'credit diagnostics'} (reward mode: {', '.join(diag['mode'])}; "
              f"{o['n_responses']} logged responses)", "",
              "Explained variance of the value function by token position (relative position; the last token apart):",
-             "", "| bucket | tokens | EV |", "|---|---|---|"]
+             "", "| bucket | tokens | returns sd | EV |", "|---|---|---|---|"]
     for b in diag["buckets"]:
         e = o["explained_variance"][b]
-        lines.append(f"| {b} | {e['n_tokens']} | {_fmt(e['ev'])} |")
+        ev = "– (returns about constant)" if e.get("constant_returns") else _fmt(e["ev"])
+        lines.append(f"| {b} | {e['n_tokens']} | {_fmt(e.get('returns_sd'))} | {ev} |")
     lines += ["", "Advantage sign at the tokens a penalty component marks (share negative; unmarked = base rate):", "",
               "| component | tokens | negative (raw) | negative (whitened) |", "|---|---|---|---|"]
     for comp, s in o["sign_agreement"].items():
