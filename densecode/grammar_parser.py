@@ -120,6 +120,7 @@ class IncrementalPythonParser:
         self._Token, self._LexerState, self._LineCounter = Token, LexerState, LineCounter
         self._Shift = _shift_action()
         self._accepts_cache = base_parser.__dict__.setdefault("_densecode_stack_accepts", {})
+        self._action_groups = base_parser.__dict__.setdefault("_densecode_action_groups", {})
         self._sequences_cache = base_parser.__dict__.setdefault("_densecode_accept_sequences", {})
         self._targets = base_parser.__dict__.get("_densecode_target_rules")
         if self._targets is None:
@@ -347,14 +348,59 @@ class IncrementalPythonParser:
     def _accepts(self, stack: tuple) -> frozenset:
         found = self._accepts_cache.get(stack)
         if found is None:
-            accepted = set()
-            for t, (action, _) in self._states[stack[-1]].items():
-                if t.isupper() and (action is self._Shift or self._can_feed(stack, t)):
-                    accepted.add(t)
+            found = self._accepts_uncached(stack)
             if len(self._accepts_cache) > _ACCEPTS_CACHE_LIMIT:
                 self._accepts_cache.clear()
-            found = self._accepts_cache[stack] = frozenset(accepted)
+            self._accepts_cache[stack] = found
         return found
+
+    def _accepts_uncached(self, stack: tuple) -> frozenset:
+        """The terminals `_can_feed` accepts on this stack, with each reduction simulated once for all the terminals
+        that call for it (a state reduces by one rule on most of its lookaheads) instead of once per terminal: the
+        terminals are split by their action at each state they reach, and a group shares its stack from then on."""
+        states, end_state, groups_of = self._states, self._end_state, self._action_groups
+        accepted = set()
+        # (depth, extra, terminals or None = all of the state's): the stack is stack[:depth] + extra (_can_feed)
+        work = [(len(stack), (), None)]
+        while work:
+            depth, extra, terminals = work.pop()
+            state = extra[-1] if extra else stack[depth - 1]
+            groups = groups_of.get(state)
+            if groups is None:
+                groups = self._group_actions(state)
+            shifts, reductions = groups
+            accepted.update(shifts if terminals is None else terminals & shifts)
+            for rule, on in reductions:
+                group = on if terminals is None else terminals & on
+                if not group:
+                    continue
+                size, d, ex = len(rule.expansion), depth, list(extra)
+                if size >= len(ex):
+                    d -= size - len(ex)
+                    ex.clear()
+                else:
+                    del ex[len(ex) - size:]
+                ex.append(states[ex[-1] if ex else stack[d - 1]][rule.origin.name][1])
+                if ex[-1] == end_state and "$END" in group:
+                    accepted.add("$END")
+                    group = group - {"$END"}
+                if group:
+                    work.append((d, tuple(ex), group))
+        return frozenset(accepted)
+
+    def _group_actions(self, state) -> tuple[frozenset, list]:
+        """A state's terminals split by action, once per grammar: (those it shifts, [(rule, those it reduces by
+        the rule)])."""
+        shifts, by_rule = set(), {}
+        for t, (action, rule) in self._states[state].items():
+            if not t.isupper():
+                continue
+            if action is self._Shift:
+                shifts.add(t)
+            else:
+                by_rule.setdefault(id(rule), (rule, set()))[1].add(t)
+        groups = self._action_groups[state] = (frozenset(shifts), [(r, frozenset(ts)) for r, ts in by_rule.values()])
+        return groups
 
     # ------------------------------------------------------------ the syncode answer
 

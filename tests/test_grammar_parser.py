@@ -206,3 +206,32 @@ def test_cached_fsm_states_equal_syncodes(engine):
                 assert got == want, remainder
                 checked += 1
     assert checked > 500
+
+
+def test_accept_sets_grouped_by_reduction_equal_one_simulation_per_terminal(engine):
+    """`_accepts` simulates each reduction once for every terminal that calls for it; the answer is the set of
+    terminals `_can_feed` accepts one at a time, on every state stack met parsing every prefix of TRICKY."""
+    from densecode.grammar import new_row_parser
+    from densecode.grammar_parser import IncrementalPythonParser
+
+    proc, _ = engine
+    parser = new_row_parser(proc, "incremental")
+    seen = []
+    original = IncrementalPythonParser._accepts_uncached
+
+    def recording(self, stack):
+        seen.append(stack)
+        return original(self, stack)
+
+    IncrementalPythonParser._accepts_uncached = recording
+    try:
+        parser._accepts_cache.clear()
+        for i in range(1, len(TRICKY) + 1):
+            _answer(parser, TRICKY[:i])
+    finally:
+        IncrementalPythonParser._accepts_uncached = original
+    assert len(seen) > 100
+    for stack in seen:
+        one_by_one = frozenset(t for t, (action, _) in parser._states[stack[-1]].items()
+                               if t.isupper() and (action is parser._Shift or parser._can_feed(stack, t)))
+        assert original(parser, stack) == one_by_one, stack
