@@ -21,6 +21,7 @@ Baselines, on each step's own batch, measured right after that step (CPU time, n
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -101,13 +102,45 @@ def incremental_critic(trainer, batch) -> None:
         past = out.past_key_values
 
 
-def main() -> int:
+def from_runs(run_dirs: list[Path]) -> int:
+    """The score phase's share of the step (CPU and wall) over finished runs' logged steps."""
+    cpu, wall = [], []
+    for d in run_dirs:
+        path = d / "metrics.jsonl"
+        if not path.is_file():
+            print(f"error: {path} is missing: pass run folders of `densecode train`", file=sys.stderr)
+            return 2
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            # Step 1 (the first) pays one-time costs; a resumed run's repeated steps count once each time.
+            if rec.get("kind") == "train" and rec.get("step", 0) > 1 and rec.get("time/step_cpu_s"):
+                cpu.append(rec["time/score_cpu_s"] / rec["time/step_cpu_s"])
+                wall.append(rec["time/score_s"] / rec["time/step_s"])
+    if not cpu:
+        print("error: no logged training steps after the first in those runs", file=sys.stderr)
+        return 2
+
+    def q(xs, f):
+        return 100 * statistics.quantiles(xs, n=20)[f] if len(xs) > 1 else 100 * xs[0]
+
+    print(f"score-phase share over {len(cpu)} steps of {len(run_dirs)} run(s): CPU median "
+          f"{100 * statistics.median(cpu):.1f}% (5-95%: {q(cpu, 0):.1f}-{q(cpu, 18):.1f}%), wall median "
+          f"{100 * statistics.median(wall):.1f}% ({q(wall, 0):.1f}-{q(wall, 18):.1f}%)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3, help="training steps (the first is not dropped: no warm-up cost)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="config overrides on configs/robotics.yaml")
     ap.add_argument("--json", default=None, help="write figure records here (run_all sets DENSECODE_BENCH_JSON)")
-    args = ap.parse_args()
+    ap.add_argument("--from-runs", nargs="+", default=None, metavar="RUN_DIR",
+                    help="train nothing: the score phase's share in these finished runs' metrics.jsonl, every step "
+                         "but the first (e.g. the dense-vs-sparse runs: many steps of the default recipe)")
+    args = ap.parse_args(argv)
+    if args.from_runs:
+        return from_runs([Path(d) for d in args.from_runs])
 
     from densecode.cli.train import build_trainer
     from densecode.config import load_config, resolve_config_path
@@ -167,6 +200,8 @@ def main() -> int:
         figure("robotics PPO score-phase share of the step (CPU time; separate critic + reference)",
                100 * med("share"), "%", baseline="padded critic + reference passes (previous score-once)",
                baseline_value=100 * med("share_before"), note="goal <= 10%"),
+        figure("robotics PPO score-phase share of the step (wall time; separate critic + reference)",
+               100 * med("share_wall"), "%", note="goal <= 10%; wall time moves with the machine's load"),
         figure("robotics PPO critic + reference scoring, CPU s per step", med("packed_pass"), "s",
                baseline="padded layout, full logits", baseline_value=med("padded_pass"),
                ratio=med("padded_pass") / med("packed_pass"), note="ratio = speed-up"),
