@@ -80,6 +80,9 @@ class Bench:
 BENCHES = [
     # ~30 s of CPU in --quick (four grammar modes and their baselines); the wall time grows with the machine's load.
     Bench("syncode_overhead", "SynCode logits processor: generation overhead vs unconstrained",
+          # Full: the embedded model and a GPT-2-small-shaped one (issue #19's goals), the per-position scan and
+          # the MBPP rejections/blocks of densecode's grammar (syncode as shipped is docs/grammar.md's baseline).
+          full_args=["--model", "densecode-tiny", "--realistic", "--skip", "maskstore", "--mbpp-configs", "after"],
           quick_timeout_s=150),
     Bench("sandbox_throughput", "sandbox pool vs one fresh python per program (MBPP references)",
           quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70),

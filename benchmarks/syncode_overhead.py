@@ -259,6 +259,10 @@ def bench_position(tok, solutions, args):
         records.append(figure(f"check ms/row-token at output tokens {a}-{b} (caches warm)", d, "ms/token",
                               baseline="densecode before (re-lex), tokens 0-32", baseline_value=mean_ms("fast", 0, 32),
                               note="goal <= 0.3 ms at every position"))
+    for a, b in buckets:
+        # The first pass of a fresh process: the grammar-wide caches are filled as it goes.
+        records.append(figure(f"check ms/row-token at output tokens {a}-{b} (first pass, fresh process)",
+                              mean_ms("incremental", a, b), "ms/token", note="goal <= 0.3 ms at every position"))
     a, b = buckets[0][0], min(args.baseline_tokens, len(ids))
     records.append(figure(f"check ms/row-token, tokens {a}-{b}", mean_ms("incremental", a, b), "ms/token",
                           baseline="syncode's incremental parser", baseline_value=mean_ms("syncode", a, b)))
