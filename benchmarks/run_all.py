@@ -113,7 +113,7 @@ BENCHES = [
     Bench("optimizers", "PPO-dense/sparse vs GRPO vs MicroCoder-GRPO (± dense term), equal budgets",
           quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
                       "--responses-per-step", "8", "--group-size", "4", "--variants", "ppo-dense,microcoder",
-                      "--out", "runs/bench/quick/optimizers", "--force"], quick_timeout_s=230,
+                      "--out", "runs/bench/quick/optimizers", "--force", "--archive", "none"], quick_timeout_s=230,
           full_args=["--seeds", "0", "1", "2", "--parallel", "2", "--publish", "benchmarks/results"],
           full_timeout_s=12 * 3600),
     # issue #14's code tasks (last: in --quick they get what the others leave)
