@@ -105,3 +105,17 @@ def test_bench_records_helper_round_trips_through_run_all(run_all, tmp_path, mon
     emit([figure("no baseline", 2.0, note="n")])
     records = run_all.read_records(tmp_path / "r.json", "b")
     assert [(r["figure"], r["ratio"]) for r in records] == [("tokens/s", 3.0), ("no baseline", None)]
+
+
+def test_quick_training_comparisons_archive_nothing_with_the_project():
+    """A smoke run's archived runs would stand in for the full budget's (same run names): run_all's quick budget of
+    every script that archives finished runs either passes --quick (no archive by default) or --archive none."""
+    spec = importlib.util.spec_from_file_location("run_all_for_archive", ROOT / "benchmarks" / "run_all.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    archiving = [b for b in module.BENCHES if b.script.is_file() and "--archive" in b.script.read_text()]
+    assert {b.name for b in archiving} >= {"dense_vs_sparse", "optimizers", "multitask"}
+    for b in archiving:
+        args = b.quick_args
+        assert "--quick" in args or args[args.index("--archive") + 1:][:1] == ["none"], b.name
