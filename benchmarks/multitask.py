@@ -229,7 +229,7 @@ def restore_archived(runs: list[Run], args, workdir: Path) -> int:
     """Runs finished on an earlier machine come back from --archive (their result files) instead of training again.
     A specialist comes back only with its evals on every task and its seed's merged-model eval archived too: those
     need its weights, which an archive does not keep. Returns how many runs were restored."""
-    from densecode.eval.run_archive import archive_path, unpack
+    from densecode.eval.run_archive import archive_path, restore
 
     if args.archive is None or not args.archive.is_dir():
         return 0
@@ -243,14 +243,7 @@ def restore_archived(runs: list[Run], args, workdir: Path) -> int:
             continue
         if run.arm.startswith("specialist:") and not all((workdir / n).is_file() for n in eval_json_names(run)):
             continue
-        if d.exists():
-            # This machine's unfinished run of it: the archived finished one replaces it (moved aside, kept).
-            aside = d.with_name(d.name + ".partial")
-            import shutil
-
-            shutil.rmtree(aside, ignore_errors=True)
-            d.rename(aside)
-        unpack(src, d)
+        restore(src, d)
         restored += 1
     return restored
 

@@ -117,6 +117,19 @@ def unpack(archive: Path, run_dir: Path) -> int:
     return step
 
 
+def restore(archive: Path, run_dir: Path) -> int:
+    """unpack() into run_dir, first moving an unfinished run of this machine there aside (to <run_dir>.partial,
+    kept): the archived finished run replaces it. Returns the step the run finished at."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        import shutil
+
+        aside = run_dir.with_name(run_dir.name + ".partial")
+        shutil.rmtree(aside, ignore_errors=True)
+        run_dir.rename(aside)
+    return unpack(archive, run_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)

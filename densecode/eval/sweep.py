@@ -30,7 +30,7 @@ from densecode.eval.run_archive import (
     archived_step,
     pack,
     read_member,
-    unpack,
+    restore,
 )
 
 SPEC_FILE = "sweep.json"
@@ -143,12 +143,7 @@ def restore_archived(specs: list[RunSpec], archive_dir: Path) -> None:
         if saved is not None and json.loads(saved) != spec.settings():
             raise DensecodeError(f"{src} holds a run made with other settings than this sweep's {spec.name}; pass "
                                  "another archive folder, or delete that archive to rerun it")
-        if spec.run_dir.exists() and any(spec.run_dir.iterdir()):
-            # A partial run of this machine: the archived finished one replaces it (moved aside, not deleted).
-            aside = spec.run_dir.with_name(spec.run_dir.name + ".partial")
-            shutil.rmtree(aside, ignore_errors=True)
-            spec.run_dir.rename(aside)
-        step = unpack(src, spec.run_dir)
+        step = restore(src, spec.run_dir)
         print(f"[{spec.name}] restored from {src} (finished at step {step})", file=sys.stderr, flush=True)
 
 
