@@ -482,6 +482,38 @@ def samples_per_arm(args, spp: int) -> dict[str, int]:
     return out
 
 
+# Student t 0.975 quantiles by degrees of freedom (no scipy dependency); beyond 10 the df=10 value, a slightly
+# conservative interval.
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def paired_differences(result: dict, key: str = "scores") -> dict[str, dict]:
+    """ASTOR's average minus each other row's, seed by seed (seed s of every arm trains from the same seed and is
+    evaluated on the same held-out tasks): the mean difference and its 95% t interval over seeds. The interval is
+    training noise only: every arm sees the same held-out tasks, so it does not cover another held-out set."""
+    table = result.get(key, {})
+    astor = table.get("astor", {})
+    out = {}
+    for row, per_seed in table.items():
+        seeds = [s for s in astor if s in per_seed]
+        if row == "astor" or not seeds:
+            continue
+        diffs = [astor[s]["average"] - per_seed[s]["average"] for s in seeds]
+        m, sd = mean_sd(diffs)
+        half = T975[min(len(diffs) - 1, 10)] * sd / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+        out[row] = {"mean": m, "lo": m - half, "hi": m + half, "per_seed": dict(zip(seeds, diffs))}
+    return out
+
+
+def render_differences(diffs: dict[str, dict]) -> str:
+    lines = ["| ASTOR − row (average) | mean | 95% interval over seeds | per seed |", "|---|---|---|---|"]
+    for row, d in diffs.items():
+        interval = "n/a (1 seed)" if d["lo"] != d["lo"] else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
+        per = ", ".join(f"{v:+.3f}" for v in d["per_seed"].values())
+        lines.append(f"| {LABELS.get(row, row)} | {d['mean']:+.3f} | {interval} | {per} |")
+    return "\n".join(lines)
+
+
 def render_table(result: dict, args, key: str = "scores") -> str:
     cols = [*args.tasks, "average"]
     lines = [f"| arm | {' | '.join(cols)} | seeds | training samples |", "|---" * (len(cols) + 3) + "|"]
@@ -649,6 +681,7 @@ def _main(argv: list[str] | None) -> int:
                   eval_tasks=args.eval_tasks, quick=q, wall_s=round(time.perf_counter() - t0, 1),
                   title=f"multitask ({args.algo}, {args.model}, {args.steps} steps x {args.batch_size} prompts, "
                         f"{args.eval_tasks} held-out tasks per task)")
+    result["differences"] = {key: paired_differences(result, key) for key in PASSES if result.get(key)}
     table = render_table(result, args)
     sampled_table = render_table(result, args, "sampled_scores") if result.get("sampled_scores") else ""
     (args.out / "multitask.json").write_text(json.dumps(result, indent=1))
@@ -659,6 +692,13 @@ def _main(argv: list[str] | None) -> int:
         md += [("The same evals sampled at the training temperature (fixed sampling seed, the same draws for "
                 "every arm):"), "", sampled_table, ""]
         table += "\n\nsampled at the training temperature:\n" + sampled_table
+    for key, title in (("scores", "greedy"), ("sampled_scores", "sampled at the training temperature")):
+        if result["differences"].get(key):
+            diff_table = render_differences(result["differences"][key])
+            md += [(f"Paired differences, {title}: ASTOR's average minus each row's, seed by seed; 95% t interval "
+                    "over seeds (training noise; every arm is evaluated on the same held-out tasks):"), "",
+                   diff_table, ""]
+            table += f"\n\nASTOR minus each row, {title}:\n" + diff_table
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
     emit_records(result, args, command)

@@ -131,3 +131,21 @@ def test_bad_benchmark_arguments_say_what_to_fix(tmp_path, capsys):
     assert "every task needs a prompt" in capsys.readouterr().err
     assert bench.main(["--quick", "--workdir", str(tmp_path), "--set", "tasks.astor.flor=0.1"]) == 2
     assert "flor" in capsys.readouterr().err
+
+
+def test_paired_differences_are_seed_by_seed_with_a_t_interval():
+    bench = _bench()
+    avg = lambda xs: {s: {"average": v} for s, v in enumerate(xs)}
+    result = {"scores": {"astor": avg([0.50, 0.60, 0.70]), "joint": avg([0.40, 0.55, 0.60]),
+                         "merging": {1: {"average": 0.50}}}}
+    d = bench.paired_differences(result)
+    assert set(d) == {"joint", "merging"}
+    # joint: diffs 0.10, 0.05, 0.10 -> mean 0.0833, sd 0.02887, half-width 4.303 * 0.02887 / sqrt(3) = 0.0717
+    assert d["joint"]["mean"] == pytest.approx(0.083333, abs=1e-5)
+    assert d["joint"]["hi"] - d["joint"]["mean"] == pytest.approx(4.303 * statistics.stdev([0.1, 0.05, 0.1]) / 3 ** 0.5)
+    assert d["joint"]["lo"] > 0  # above 0 by more than the seed noise
+    # Only the seeds both rows have are paired; one seed has no interval.
+    assert d["merging"]["per_seed"] == {1: pytest.approx(0.10)}
+    table = bench.render_differences(d)
+    assert "| joint | +0.083 | [+0.012, +0.155] | +0.100, +0.050, +0.100 |" in table
+    assert "n/a (1 seed)" in table
