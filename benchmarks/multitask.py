@@ -266,6 +266,22 @@ def headline(task: str, metrics: dict, prefix: str = "eval/", sampled: bool = Fa
 # ------------------------------------------------------------------ running
 
 
+def comparable(cfg: dict, saved: bool = False) -> dict:
+    """A run's config as check_same_settings compares it (in place): without what may differ for the same run."""
+    cfg.get("train", {}).pop("steps", None)  # more steps continue a run
+    cfg.get("train", {}).pop("output_dir", None)  # a run restored from the archive was trained elsewhere
+    tasks = cfg.get("tasks") or {}
+    astor = tasks.get("astor") if isinstance(tasks.get("astor"), dict) else {}
+    if saved:
+        # Runs saved before tasks.astor.potential_signal existed took the utilities' variances of sequence rewards.
+        astor.setdefault("potential_signal", "reward")
+    if tasks.get("schedule") != "astor":
+        # The signal feeds only the utilities, which only the astor schedule acts on (joint, curriculum and the
+        # specialists log them): such a run is the same run whatever its value.
+        astor.pop("potential_signal", None)
+    return cfg
+
+
 def check_same_settings(run: Run, args, run_dir: Path) -> None:
     """A run folder made with other settings (another --batch-size, --set, model...) is not reused silently."""
     import yaml
@@ -278,10 +294,7 @@ def check_same_settings(run: Run, args, run_dir: Path) -> None:
     want = to_dict(load_config(args.base_config, ["domain=multi", *overrides(run, args),
                                                   f"model.name_or_path={args.model}", f"algo.name={args.algo}",
                                                   f"train.output_dir={run_dir}", f"train.steps={args.steps}"]))
-    have = yaml.safe_load(saved.read_text())
-    for cfg in (want, have):
-        cfg.get("train", {}).pop("steps", None)  # more steps continue a run
-        cfg.get("train", {}).pop("output_dir", None)  # a run restored from the archive was trained elsewhere
+    want, have = comparable(want), comparable(yaml.safe_load(saved.read_text()), saved=True)
     if want != have:
         diff = sorted(f"{sec}.{k}" for sec in set(want) | set(have) if isinstance(want.get(sec), dict)
                       for k in set(want[sec]) | set(have.get(sec) or {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import ClassVar
 
 import numpy as np
@@ -433,3 +434,54 @@ def test_the_trainer_checks_a_task_sources_per_sample_kl_weights():
             coefs(bad)
     with pytest.raises(DensecodeError, match="no reference model"):
         coefs([0.0, 0.5], with_ref=False)
+
+
+# --------------------------------------------------------------------------- the utilities' signal
+
+
+def _step_end_batch(tasks, outcomes, rewards):
+    """A batch as on_step_end sees it: one sample per prompt, the given outcomes (None: none reported) and rewards."""
+    import torch
+
+    from densecode.rewards.base import ComponentOutput
+
+    infos = [{"hit": 1.0} if o is None else {"outcome": o} for o in outcomes]
+    reward_outputs = SimpleNamespace(outputs={"word": [ComponentOutput(np.zeros(1), [], i) for i in infos]})
+    return SimpleNamespace(tasks=tasks, sequence_rewards=torch.tensor(rewards), reward_outputs=reward_outputs)
+
+
+@pytest.mark.parametrize("signal", ["outcome", "reward"])
+def test_learning_potential_is_taken_of_the_chosen_signal(signal):
+    # toy-a's sequence rewards are 100x toy-b's while both tasks' outcomes spread alike: with the outcome signal the
+    # two potentials are equal; with the reward signal the reward scale decides (the reason outcome is the default).
+    domain = build_domain(_cfg(f"tasks.astor.potential_signal={signal}"))
+    view = SimpleNamespace(samples_per_prompt=1, step=1)
+    _, tasks = domain.train_batch(8, seed=1)
+    outcomes = [float(k % 2) for k in range(8)]
+    rewards = [(100.0 if t["_domain"] == "toy-a" else 1.0) * (o + 0.5) for t, o in zip(tasks, outcomes)]
+    batch = _step_end_batch(tasks, outcomes, rewards)
+    domain.on_step_end(view, batch, {})
+    sched = domain.scheduler
+    by_task = {t: [v for task, v in zip(batch.tasks, outcomes if signal == "outcome" else rewards)
+                   if task["_domain"] == t] for t in ("toy-a", "toy-b")}
+    for t, vals in by_task.items():
+        assert sched.recent[t] == pytest.approx(vals)
+        assert sched.potential[t] == pytest.approx(float(np.var(vals)))
+    if signal == "reward":
+        assert sched.potential["toy-a"] == pytest.approx(1e4 * sched.potential["toy-b"])
+
+
+def test_a_task_without_a_verifiable_outcome_stops_astor_with_the_fix_and_not_joint():
+    view = SimpleNamespace(samples_per_prompt=1, step=1)
+    for schedule in ("astor", "joint"):
+        domain = build_domain(_cfg(f"tasks.schedule={schedule}"))
+        _, tasks = domain.train_batch(4, seed=1)
+        batch = _step_end_batch(tasks, [None, 1.0, 0.0, 1.0], [0.5, 1.0, 2.0, 3.0])
+        if schedule == "astor":
+            with pytest.raises(DensecodeError, match="potential_signal=reward"):
+                domain.on_step_end(view, batch, {})
+        else:
+            domain.on_step_end(view, batch, {})  # joint only logs the utilities: the sequence rewards
+            assert sorted(x for v in domain.scheduler.recent.values() for x in v) == [0.5, 1.0, 2.0, 3.0]
+    with pytest.raises(DensecodeError, match="potential_signal='variance'"):
+        build_domain(_cfg("tasks.astor.potential_signal=variance"))

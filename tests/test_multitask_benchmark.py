@@ -149,3 +149,24 @@ def test_paired_differences_are_seed_by_seed_with_a_t_interval():
     table = bench.render_differences(d)
     assert "| joint | +0.083 | [+0.012, +0.155] | +0.100, +0.050, +0.100 |" in table
     assert "n/a (1 seed)" in table
+
+
+def test_runs_saved_before_the_utility_signal_option_are_compared_as_they_ran():
+    from densecode.config import load_config, to_dict
+
+    bench = _bench()
+
+    def cfg(schedule, signal, saved_without_it=False):
+        c = to_dict(load_config(None, ["domain=multi", "tasks.tasks=[toy-a,toy-b]", f"tasks.schedule={schedule}",
+                                       f"tasks.astor.potential_signal={signal}"]))
+        if saved_without_it:
+            del c["tasks"]["astor"]["potential_signal"]
+        return c
+
+    old_astor = bench.comparable(cfg("astor", "outcome", saved_without_it=True), saved=True)
+    assert old_astor == bench.comparable(cfg("astor", "reward"))  # it ran on sequence rewards
+    assert old_astor != bench.comparable(cfg("astor", "outcome"))  # so it is not today's default run
+    # joint only logs the utilities: the same run whatever the signal.
+    old_joint = bench.comparable(cfg("joint", "outcome", saved_without_it=True), saved=True)
+    assert old_joint == bench.comparable(cfg("joint", "outcome")) == bench.comparable(cfg("joint", "reward"))
+    assert bench.comparable(cfg("joint", "outcome")) != bench.comparable(cfg("astor", "outcome"))

@@ -142,11 +142,11 @@ class MultiDomain(Domain):
     def on_step_end(self, view, batch, stats: dict) -> dict[str, float]:
         t0 = time.perf_counter()
         sched = self.scheduler
-        seq = batch.sequence_rewards.detach().float().cpu().numpy()
+        signal = self._utility_signal(batch)
         per: dict[str, dict[int, list[float]]] = {t: {} for t in sched.tasks}
         rows: dict[str, list[int]] = {t: [] for t in sched.tasks}
         for i, task in enumerate(batch.tasks):
-            per[task["_domain"]].setdefault(int(task["_prompt_slot"]), []).append(float(seq[i]))
+            per[task["_domain"]].setdefault(int(task["_prompt_slot"]), []).append(float(signal[i]))
             rows[task["_domain"]].append(i)
         sched.observe(per, view.samples_per_prompt)
         out: dict[str, float] = {}
@@ -170,6 +170,25 @@ class MultiDomain(Domain):
                 out[f"multi/{task}/beta"] = self.reward.task_betas[task] * self.reward.kl_scale
         out["time/scheduler_s"] = self._pick_s + time.perf_counter() - t0
         return out
+
+    def _utility_signal(self, batch) -> list[float]:
+        """Each sample's value for the utilities (astor.potential_signal): its verifiable outcome in [0, 1], read from
+        the reward components' info as GRPO's `sequence_reward: outcome` reads it, or its sequence reward."""
+        rewards = batch.sequence_rewards.detach().float().cpu().tolist()
+        if self.scheduler.opts.potential_signal == "reward":
+            return rewards
+        from densecode.rl.grpo import outcome_of, sample_infos
+
+        values = [outcome_of(info) for info in sample_infos(batch.reward_outputs, len(batch.tasks))]
+        missing = sorted({batch.tasks[i]["_domain"] for i, v in enumerate(values) if v is None})
+        if missing and self.scheduler.schedule != "astor":
+            return rewards  # joint / curriculum only log the utilities: no reason to stop the run
+        if missing:
+            raise DensecodeError(
+                f"tasks.astor.potential_signal=outcome: task(s) {', '.join(missing)} report no verifiable outcome "
+                "(no reward component gives info['outcome'], a tests 'pass_rate' or a simulator's 'successes'/'runs'); "
+                "enable that task's tests/sim component or set tasks.astor.potential_signal=reward")
+        return values
 
     # ------------------------------------------------------------------ per-sample KL in the loss (GRPO)
 

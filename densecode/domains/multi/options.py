@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from densecode.domains.base import DomainOptions
 
 SCHEDULES = ("astor", "joint", "curriculum")
+POTENTIAL_SIGNALS = ("outcome", "reward")
 
 
 @dataclass
@@ -16,7 +17,13 @@ class AstorOptions:
     # Task utility U_k = potential_weight * P_k / max_j P_j + synergy_weight * S_k.
     potential_weight: float = 1.0  # w_p: weight of the normalised learning potential in U_k
     synergy_weight: float = 1.0  # w_s: weight of the synergy S_k in U_k
-    utility_ema: float = 0.8  # P_k is an EMA over steps of the task's rollout-reward variance (0 = last step only)
+    # What the variances of P_k and of a prompt's utility are taken of: "outcome", each sample's verifiable outcome
+    # in [0, 1] (tests' pass rate, execution accuracy, coverage, similarity, sim success; the paper's rewards), or
+    # "reward", its sequence reward (sum of the per-token rewards, KL included). The sequence reward's scale differs
+    # by task (dense per-token terms summed over a task's response length): its variance, normalised by the largest
+    # task's, then measures a task's reward scale more than its learning potential (docs/multitask.md).
+    potential_signal: str = "outcome"
+    utility_ema: float = 0.8  # P_k is an EMA over steps of the task's rollout-outcome variance (0 = last step only)
     potential_window: int = 32  # PPO (one sample per prompt): the variance is over the task's last W rewards
     # Synergy probe: every N steps (0 = never: S_k stays 0), on up to probe_rows rows per task of that step's batch.
     synergy_every: int = 5

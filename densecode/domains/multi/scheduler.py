@@ -1,7 +1,7 @@
 """ASTOR's data scheduler: task utilities -> task quotas -> prompts within a task; the adaptive per-task KL.
 
-Pure bookkeeping on numbers (no model, no domain): the multi domain feeds it each step's sequence rewards per
-(task, prompt) and, every `synergy_every` steps, the synergy values its gradient probe measured. All state is
+Pure bookkeeping on numbers (no model, no domain): the multi domain feeds it each step's per-sample signal
+(`astor.potential_signal`: verifiable outcomes, or sequence rewards) per (task, prompt) and, every `synergy_every` steps, the synergy values its gradient probe measured. All state is
 JSON-able (`state_dict`) so a resumed run schedules exactly as an uninterrupted one.
 
 Equations (docs/multitask.md):
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from densecode.domains.multi.options import AstorOptions
+from densecode.domains.multi.options import POTENTIAL_SIGNALS, AstorOptions
 from densecode.errors import DensecodeError
 
 EPS = 1e-6
@@ -57,6 +57,9 @@ class TaskScheduler:
                                  f"it must be in [0, 1/{len(tasks)}]")
         if opts.temperature <= 0:
             raise DensecodeError(f"tasks.astor.temperature must be > 0; got {opts.temperature:g}")
+        if opts.potential_signal not in POTENTIAL_SIGNALS:
+            raise DensecodeError(f"tasks.astor.potential_signal={opts.potential_signal!r}: use one of "
+                                 f"{', '.join(POTENTIAL_SIGNALS)}")
         if opts.pool_size < 1:
             raise DensecodeError(f"tasks.astor.pool_size must be >= 1; got {opts.pool_size}")
         self.tasks = list(tasks)
@@ -165,7 +168,7 @@ class TaskScheduler:
     # ------------------------------------------------------------------ feedback
 
     def observe(self, rewards: dict[str, dict[int, list[float]]], samples_per_prompt: int) -> None:
-        """One step's sequence rewards: task -> slot -> its samples' rewards."""
+        """One step's per-sample signal (outcomes or sequence rewards): task -> slot -> its samples' values."""
         o = self.opts
         for task, per_slot in rewards.items():
             if not per_slot:
