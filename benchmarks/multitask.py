@@ -478,6 +478,35 @@ def collect(args, workdir: Path) -> dict:
     return {**{key: {r: v for r, v in table.items() if v} for key, table in tables.items()}, "runs": runs_out}
 
 
+SCHEDULE_KEYS = ("quota", "potential", "potential_norm", "synergy", "utility", "beta")
+
+
+def schedule_summary(args, workdir: Path, arm: str = "astor") -> dict[str, dict[str, float]]:
+    """What the arm's scheduler did, per task: each logged `multi/<task>/<key>` averaged over the training steps of
+    every seed's run (quota: share of the batch; potential: P_k in the signal's own units; potential_norm: P_k / max_j
+    P_j; synergy S_k; utility U_k; beta: beta_k)."""
+    sums: dict[str, dict[str, list[float]]] = {t: {k: [] for k in SCHEDULE_KEYS} for t in args.tasks}
+    for seed in args.seeds:
+        path = workdir / Run(arm, seed, args.tasks, 1).name / "metrics.jsonl"
+        if not path.is_file():
+            continue
+        for row in map(json.loads, path.read_text().splitlines()):
+            if row.get("kind") != "train":
+                continue
+            for t in args.tasks:
+                for k in SCHEDULE_KEYS:
+                    if f"multi/{t}/{k}" in row:
+                        sums[t][k].append(float(row[f"multi/{t}/{k}"]))
+    return {t: {k: statistics.fmean(v) for k, v in per.items() if v} for t, per in sums.items() if any(per.values())}
+
+
+def render_schedule(summary: dict[str, dict[str, float]]) -> str:
+    lines = [f"| task | {' | '.join(SCHEDULE_KEYS)} |", "|---" * (len(SCHEDULE_KEYS) + 1) + "|"]
+    for t, per in summary.items():
+        lines.append(f"| {t} | " + " | ".join(f"{per[k]:.4g}" if k in per else "-" for k in SCHEDULE_KEYS) + " |")
+    return "\n".join(lines)
+
+
 def mean_sd(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
@@ -695,6 +724,7 @@ def _main(argv: list[str] | None) -> int:
                   title=f"multitask ({args.algo}, {args.model}, {args.steps} steps x {args.batch_size} prompts, "
                         f"{args.eval_tasks} held-out tasks per task)")
     result["differences"] = {key: paired_differences(result, key) for key in PASSES if result.get(key)}
+    result["astor_schedule"] = schedule_summary(args, workdir) if "astor" in args.arms else {}
     table = render_table(result, args)
     sampled_table = render_table(result, args, "sampled_scores") if result.get("sampled_scores") else ""
     (args.out / "multitask.json").write_text(json.dumps(result, indent=1))
@@ -712,6 +742,10 @@ def _main(argv: list[str] | None) -> int:
                     "over seeds (training noise; every arm is evaluated on the same held-out tasks):"), "",
                    diff_table, ""]
             table += f"\n\nASTOR minus each row, {title}:\n" + diff_table
+    if result["astor_schedule"]:
+        md += [("ASTOR's scheduler, per task, averaged over its training steps and seeds (potential in the units of "
+                "`tasks.astor.potential_signal`):"), "", render_schedule(result["astor_schedule"]), ""]
+        table += "\n\nASTOR's scheduler (means over steps and seeds):\n" + render_schedule(result["astor_schedule"])
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
     emit_records(result, args, command)

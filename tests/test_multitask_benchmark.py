@@ -81,6 +81,13 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     md = (out / "multitask.md").read_text()
     assert "| astor |" in md and "| best specialist per task |" in md and "toy-b" in md
     assert md.count("| astor |") == 2 and "sampled at the training temperature" in md
+    # ASTOR's scheduler table: the quotas its runs logged, averaged over steps (two tasks: they sum to 1).
+    sched = result["astor_schedule"]
+    logged = [json.loads(line) for line in (work / "astor-seed0" / "metrics.jsonl").read_text().splitlines()]
+    quotas = [r["multi/toy-a/quota"] for r in logged if r["kind"] == "train"]
+    assert sched["toy-a"]["quota"] == pytest.approx(statistics.fmean(quotas))
+    assert sched["toy-a"]["quota"] + sched["toy-b"]["quota"] == pytest.approx(1.0)
+    assert "ASTOR's scheduler, per task" in md and "| toy-b | " in md
     assert (out / "multitask.png").stat().st_size > 0
     records = json.loads((tmp_path / "rec.json").read_text())
     assert {r["baseline"] for r in records} == {"joint", "best specialist per task"} and len(records) == 4
