@@ -476,12 +476,26 @@ def test_a_task_without_a_verifiable_outcome_stops_astor_with_the_fix_and_not_jo
     for schedule in ("astor", "joint"):
         domain = build_domain(_cfg(f"tasks.schedule={schedule}"))
         _, tasks = domain.train_batch(4, seed=1)
-        batch = _step_end_batch(tasks, [None, 1.0, 0.0, 1.0], [0.5, 1.0, 2.0, 3.0])
+        rewards = [0.5, 1.0, 2.0, 3.0]
+        outcomes = [None if t["_domain"] == "toy-a" else 1.0 for t in tasks]  # toy-a: no outcome at all
+        batch = _step_end_batch(tasks, outcomes, rewards)
         if schedule == "astor":
-            with pytest.raises(DensecodeError, match="potential_signal=reward"):
+            with pytest.raises(DensecodeError, match="toy-a report no verifiable outcome.*potential_signal=reward"):
                 domain.on_step_end(view, batch, {})
         else:
             domain.on_step_end(view, batch, {})  # joint only logs the utilities: the sequence rewards
-            assert sorted(x for v in domain.scheduler.recent.values() for x in v) == [0.5, 1.0, 2.0, 3.0]
+            assert sorted(x for v in domain.scheduler.recent.values() for x in v) == rewards
     with pytest.raises(DensecodeError, match="potential_signal='variance'"):
         build_domain(_cfg("tasks.astor.potential_signal=variance"))
+
+
+def test_a_sample_without_an_outcome_is_left_out_of_the_utilities():
+    # e.g. a simulator that failed on every run of one program: the run goes on, the sample counts for nothing.
+    domain = build_domain(_cfg())
+    _, tasks = domain.train_batch(6, seed=1)
+    first_a = next(i for i, t in enumerate(tasks) if t["_domain"] == "toy-a")
+    outcomes = [None if i == first_a else float(i % 2) for i in range(6)]
+    domain.on_step_end(SimpleNamespace(samples_per_prompt=1, step=1), _step_end_batch(tasks, outcomes, [0.0] * 6), {})
+    for t in ("toy-a", "toy-b"):
+        assert domain.scheduler.recent[t] == [o for o, task in zip(outcomes, tasks) if task["_domain"] == t
+                                              and o is not None]

@@ -146,8 +146,9 @@ class MultiDomain(Domain):
         per: dict[str, dict[int, list[float]]] = {t: {} for t in sched.tasks}
         rows: dict[str, list[int]] = {t: [] for t in sched.tasks}
         for i, task in enumerate(batch.tasks):
-            per[task["_domain"]].setdefault(int(task["_prompt_slot"]), []).append(float(signal[i]))
             rows[task["_domain"]].append(i)
+            if signal[i] is not None:
+                per[task["_domain"]].setdefault(int(task["_prompt_slot"]), []).append(float(signal[i]))
         sched.observe(per, view.samples_per_prompt)
         out: dict[str, float] = {}
         every = sched.opts.synergy_every
@@ -171,21 +172,23 @@ class MultiDomain(Domain):
         out["time/scheduler_s"] = self._pick_s + time.perf_counter() - t0
         return out
 
-    def _utility_signal(self, batch) -> list[float]:
+    def _utility_signal(self, batch) -> list[float | None]:
         """Each sample's value for the utilities (astor.potential_signal): its verifiable outcome in [0, 1], read from
-        the reward components' info as GRPO's `sequence_reward: outcome` reads it, or its sequence reward."""
+        the reward components' info as GRPO's `sequence_reward: outcome` reads it, or its sequence reward. None: a
+        sample left out of the statistics (no outcome, e.g. a simulator that failed on every run of it)."""
         rewards = batch.sequence_rewards.detach().float().cpu().tolist()
         if self.scheduler.opts.potential_signal == "reward":
             return rewards
         from densecode.rl.grpo import outcome_of, sample_infos
 
         values = [outcome_of(info) for info in sample_infos(batch.reward_outputs, len(batch.tasks))]
-        missing = sorted({batch.tasks[i]["_domain"] for i, v in enumerate(values) if v is None})
-        if missing and self.scheduler.schedule != "astor":
+        judged = {t["_domain"] for t, v in zip(batch.tasks, values) if v is not None}
+        never = sorted({t["_domain"] for t in batch.tasks} - judged)
+        if never and self.scheduler.schedule != "astor":
             return rewards  # joint / curriculum only log the utilities: no reason to stop the run
-        if missing:
+        if never:  # not one sample of the task has an outcome: its reward has no component that judges it
             raise DensecodeError(
-                f"tasks.astor.potential_signal=outcome: task(s) {', '.join(missing)} report no verifiable outcome "
+                f"tasks.astor.potential_signal=outcome: task(s) {', '.join(never)} report no verifiable outcome "
                 "(no reward component gives info['outcome'], a tests 'pass_rate' or a simulator's 'successes'/'runs'); "
                 "enable that task's tests/sim component or set tasks.astor.potential_signal=reward")
         return values
