@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import statistics
@@ -550,7 +551,7 @@ def paired_differences(result: dict, key: str = "scores") -> dict[str, dict]:
 def render_differences(diffs: dict[str, dict]) -> str:
     lines = ["| ASTOR − row (average) | mean | 95% interval over seeds | per seed |", "|---|---|---|---|"]
     for row, d in diffs.items():
-        interval = "n/a (1 seed)" if d["lo"] != d["lo"] else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
+        interval = "n/a (1 seed)" if math.isnan(d["lo"]) else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
         per = ", ".join(f"{v:+.3f}" for v in d["per_seed"].values())
         lines.append(f"| {LABELS.get(row, row)} | {d['mean']:+.3f} | {interval} | {per} |")
     return "\n".join(lines)
@@ -743,9 +744,10 @@ def _main(argv: list[str] | None) -> int:
                    diff_table, ""]
             table += f"\n\nASTOR minus each row, {title}:\n" + diff_table
     if result["astor_schedule"]:
+        schedule_table = render_schedule(result["astor_schedule"])
         md += [("ASTOR's scheduler, per task, averaged over its training steps and seeds (potential in the units of "
-                "`tasks.astor.potential_signal`):"), "", render_schedule(result["astor_schedule"]), ""]
-        table += "\n\nASTOR's scheduler (means over steps and seeds):\n" + render_schedule(result["astor_schedule"])
+                "`tasks.astor.potential_signal`):"), "", schedule_table, ""]
+        table += "\n\nASTOR's scheduler (means over steps and seeds):\n" + schedule_table
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
     emit_records(result, args, command)

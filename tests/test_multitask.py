@@ -415,8 +415,6 @@ def test_a_two_task_grpo_step_applies_each_tasks_beta_to_its_own_samples(tiny_mo
 
 
 def test_the_trainer_checks_a_task_sources_per_sample_kl_weights():
-    from types import SimpleNamespace
-
     import torch
 
     from densecode.rl.trainer import Trainer

@@ -1,8 +1,9 @@
 """ASTOR's data scheduler: task utilities -> task quotas -> prompts within a task; the adaptive per-task KL.
 
 Pure bookkeeping on numbers (no model, no domain): the multi domain feeds it each step's per-sample signal
-(`astor.potential_signal`: verifiable outcomes, or sequence rewards) per (task, prompt) and, every `synergy_every` steps, the synergy values its gradient probe measured. All state is
-JSON-able (`state_dict`) so a resumed run schedules exactly as an uninterrupted one.
+(`astor.potential_signal`: verifiable outcomes, or sequence rewards) per (task, prompt) and, every `synergy_every`
+steps, the synergy values its gradient probe measured. All state is JSON-able (`state_dict`) so a resumed run
+schedules exactly as an uninterrupted one.
 
 Equations (docs/multitask.md):
     P_k   <- ema * P_k + (1 - ema) * V_k                                        (learning potential)
