@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import platform
 import shlex
 import shutil
@@ -414,6 +415,7 @@ def parse_args(argv=None):
     args.set = budget["set"] + list(args.set)
     if args.config is None:
         args.config = args.domain  # the shipped configs/<domain>.yaml, by name
+    args.out_given = args.out is not None
     if args.out is None:
         sub = args.domain + ("-ablation" if args.ablation else "")
         args.out = str(Path("runs/bench/quick/dense_vs_sparse" if args.quick else "runs/dense_vs_sparse") / sub)
@@ -437,7 +439,10 @@ def run(args) -> int:
         diag = diagnose_runs(dirs)
         md = diagnosis_markdown(diag, ", ".join(d.name for d in dirs))
         print(md)
-        target = dirs[0] if len(dirs) == 1 else Path(args.out)
+        # Several runs: beside them (their common folder) unless --out says where; the default --out names a
+        # domain the runs need not belong to.
+        target = (Path(args.out) if args.out_given
+                  else dirs[0] if len(dirs) == 1 else Path(os.path.commonpath([d.resolve() for d in dirs])))
         target.mkdir(parents=True, exist_ok=True)
         (target / "diagnosis.md").write_text(md + "\n")
         (target / "diagnosis.json").write_text(json.dumps(diag, indent=1))

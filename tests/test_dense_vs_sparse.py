@@ -207,6 +207,12 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
                            str(out / "sparse-seed0")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert diag.returncode == 0, diag.stderr[-2000:]
     assert "Explained variance" in diag.stdout and (out / "sparse-seed0" / "diagnosis.json").is_file()
+    # Several runs pooled: the diagnosis lands beside them, not in the default --out of another domain.
+    pooled = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dense_vs_sparse.py"), "--diagnose",
+                             str(out / "sparse-seed0"), str(out / "dense-seed0")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert pooled.returncode == 0, pooled.stderr[-2000:]
+    assert (out / "diagnosis.json").is_file() and not (tmp_path / "runs").exists()
     # Another machine: no run folders, only the archives. The sweep restores both runs, trains nothing, and the
     # analysis (and the credit diagnostics, from the archived rollouts) gives the same numbers.
     assert sorted(p.name for p in (tmp_path / "archive").iterdir()) == ["dense-seed0.tar.xz", "sparse-seed0.tar.xz"]
