@@ -12,6 +12,7 @@ from densecode.eval.credit import (
     explained_variance_by_position,
     kl_share,
     offending_tokens,
+    outcome_agreement,
     sign_agreement,
     whitening_effect,
 )
@@ -104,6 +105,23 @@ def test_whitening_is_per_run_and_step_batch():
     assert w["sign_flip_share"] == pytest.approx(0.5)
 
 
+def test_outcome_agreement_compares_each_token_with_its_batch_mean_outcome():
+    # One batch: a passing response (pass_rate 1) and a failing one (0); mean outcome 0.5. Raw advantages: the
+    # passing response +1 then -1 (its last token pushed down), the failing one -1 -1. Whitened (mean -0.5): the
+    # passing response's tokens keep signs (+, -), the failing one's stay negative: agreement 2 of 2 at the first
+    # token, 1 of 2 at the last.
+    win = dict(record([0, 0], [1.0, -1.0]), info={"tests": {"pass_rate": 1.0, "has_tests": 1.0}})
+    lose = dict(record([0, 0], [-1.0, -1.0]), info={"tests": {"pass_rate": 0.0, "has_tests": 1.0}})
+    no_outcome = record([0, 0], [3.0, 3.0], run="other")  # no info: left out
+    oa = outcome_agreement([win, lose, no_outcome], n_buckets=1)
+    assert oa["n_responses"] == 2
+    assert oa["by_bucket"]["0-100%"] == {"n_tokens": 2, "agree": 1.0}
+    assert oa["by_bucket"][LAST] == {"n_tokens": 2, "agree": 0.5}
+    # A batch whose responses all have the mean outcome says nothing about sign agreement.
+    tie = dict(record([0, 0], [1.0, 1.0], run="t"), info={"sim": {"successes": 1, "runs": 2}})
+    assert outcome_agreement([tie, dict(tie)], n_buckets=1)["by_bucket"][LAST]["n_tokens"] == 0
+
+
 def test_kl_share_from_weighted_parts():
     recs = [
         record([0, 0], [0, 0], components={"sim": [0.5, 0.5], "kl": [-0.1, -0.1]}, weights={"sim": 1.0, "kl": 0.5},
@@ -126,6 +144,7 @@ def test_diagnose_needs_the_algo_arrays_and_renders_markdown():
     assert set(d["per_step"]) == {"1", "2"}
     md = diagnosis_markdown(d, "t")
     assert "| lint | 2 |" in md and "last token" in md
+    assert "against the response's outcome" not in md  # no record reports an outcome: the table is left out
     bare = {k: v for k, v in rec.items() if k != "algo"}
     with pytest.raises(DensecodeError, match="retrain"):
         diagnose([bare])

@@ -10,6 +10,8 @@ Each number answers one question about how the reward reaches the policy gradien
   diagnostics with a negative value: the syntax error, the lint violation, the line that raised in the simulator)
   should get a negative advantage. The share of marked tokens whose advantage is negative, beside the share among
   unmarked tokens (the base rate), raw and after whitening.
+- outcome agreement (`outcome_agreement`): does a token's advantage carry its response's outcome (better or worse
+  than its batch), and where in the response? Sparse rewards reach early tokens only through the critic.
 - the effect of advantage whitening (`whitening_effect`): whitening subtracts the batch mean; when the raw
   advantages are mostly of one sign that flips many tokens' signs, penalised tokens included.
 - the KL share of the return (`kl_share`): how much of a response's summed reward is the KL penalty rather than
@@ -208,6 +210,42 @@ def whitening_effect(records: Sequence[dict]) -> dict:
             "sign_flip_share": _share(np.concatenate(flips)), "offending_negative_to_positive": _share(pf)}
 
 
+def outcome_agreement(records: Sequence[dict], n_buckets: int = 5) -> dict:
+    """Does each token's advantage carry its response's outcome? Per position bucket (see `bucket_of`), the share
+    of tokens whose whitened advantage has the sign of (outcome - the batch's mean outcome): a response that did
+    better than its batch should be pushed up at its tokens, a worse one down. The outcome is the one GRPO uses
+    (densecode.rl.grpo.outcome_of: tests' pass rate, a simulator's success); responses at the batch mean and
+    records without an outcome are left out. Also the correlation, over responses, of the response's mean
+    whitened advantage with its outcome. Under sparse rewards the outcome reaches early tokens only through the
+    critic; under dense rewards part of it is paid along the response."""
+    from densecode.rl.grpo import outcome_of
+
+    agree: dict[str, list[np.ndarray]] = defaultdict(list)
+    means, outcomes = [], []
+    batches: dict[tuple, list[tuple[dict, np.ndarray, float]]] = defaultdict(list)
+    for rec, _raw, white in _whitened_per_step(records):
+        o = outcome_of(rec.get("info") or {})
+        if o is not None and white.size:
+            batches[(str(rec.get("run")), rec.get("step"))].append((rec, white, o))
+    for batch in batches.values():
+        mean_o = float(np.mean([o for _, _, o in batch]))
+        for _rec, white, o in batch:
+            means.append(float(white.mean()))
+            outcomes.append(o)
+            if np.isclose(o, mean_o):
+                continue
+            want = 1.0 if o > mean_o else -1.0
+            n = len(white)
+            for t in range(n):
+                agree[bucket_of(t, n, n_buckets)].append(np.sign(white[t]) == want)
+    by_bucket = {b: {"n_tokens": len(agree[b]), "agree": _share(np.asarray(agree[b], dtype=bool))}
+                 for b in bucket_names(n_buckets)}
+    corr = None
+    if len(outcomes) > 2 and np.std(outcomes) > 0 and np.std(means) > 0:
+        corr = float(np.corrcoef(means, outcomes)[0, 1])
+    return {"n_responses": len(outcomes), "by_bucket": by_bucket, "mean_advantage_outcome_corr": corr}
+
+
 def kl_share(records: Sequence[dict]) -> dict:
     """The KL term's part of the summed reward: mean |KL part| / mean sum over components of |part| (a part =
     weight x the component's summed raw values over the response), and Var(KL part) / Var(summed reward) across
@@ -237,7 +275,8 @@ def diagnose(records: Sequence[dict], n_buckets: int = 5) -> dict:
 
     def all_of(recs):
         return {"explained_variance": explained_variance_by_position(recs, n_buckets),
-                "sign_agreement": sign_agreement(recs), "whitening": whitening_effect(recs),
+                "sign_agreement": sign_agreement(recs), "outcome_agreement": outcome_agreement(recs, n_buckets),
+                "whitening": whitening_effect(recs),
                 "kl_share": kl_share(recs), "n_responses": len(recs)}
 
     steps = _by_step(records)
@@ -265,6 +304,13 @@ def diagnosis_markdown(diag: dict, title: str = "") -> str:
               "| component | tokens | negative (raw) | negative (whitened) |", "|---|---|---|---|"]
     for comp, s in o["sign_agreement"].items():
         lines.append(f"| {comp} | {s['n_tokens']} | {_fmt(s['negative_raw'])} | {_fmt(s['negative_whitened'])} |")
+    oa = o.get("outcome_agreement")
+    if oa and oa["n_responses"]:
+        lines += ["", "Advantage sign against the response's outcome (share of tokens whose whitened advantage has the "
+                  "sign of outcome − batch mean; " f"{oa['n_responses']} responses; correlation of a response's mean "
+                  f"advantage with its outcome {_fmt(oa['mean_advantage_outcome_corr'])}):", "",
+                  "| " + " | ".join(diag["buckets"]) + " |", "|---" * len(diag["buckets"]) + "|",
+                  "| " + " | ".join(_fmt(oa["by_bucket"][b]["agree"]) for b in diag["buckets"]) + " |"]
     w, k = o["whitening"], o["kl_share"]
     lines += ["", f"Whitening: raw advantage mean {_fmt(w['raw_mean'], '+.3f')} (sd {_fmt(w['raw_sd'])}); "
               f"signs flipped {_fmt(w['sign_flip_share'])} of tokens; offending tokens turned from negative to "
