@@ -70,10 +70,12 @@ class Bench:
     full_args: list[str] = field(default_factory=list)
     quick_timeout_s: int = 60  # share of the 10-minute quick budget
     full_timeout_s: int = 3600
+    script_name: str = ""  # the script, when one script gives several rows' sets (default: name)
+    full_only: bool = False  # --quick leaves it out (and keeps its earlier rows): its quick form is another entry's
 
     @property
     def script(self) -> Path:
-        return BENCH_DIR / f"{self.name}.py"
+        return BENCH_DIR / f"{self.script_name or self.name}.py"
 
 
 # Each script gets at most its quick budget and at most what is left of QUICK_BUDGET_S.
@@ -110,6 +112,10 @@ BENCHES = [
           full_args=["--domain", "robotics", "--seeds", "0", "1", "2", "3", "4", "--steps", "80", "--eval-tasks",
                      "500", "--parallel", "2"],
           quick_timeout_s=230, full_timeout_s=12 * 3600),
+    *(Bench(f"dense_vs_sparse-{domain}", f"dense vs sparse rewards on {domain}", script_name="dense_vs_sparse",
+            full_only=True, full_args=["--domain", domain, "--seeds", "0", "1", "2", "3", "4", "--steps", "80",
+                                       "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600)
+      for domain in ("codegen", "testgen")),
     Bench("optimizers", "PPO-dense/sparse vs GRPO vs MicroCoder-GRPO (± dense term), equal budgets",
           quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
                       "--responses-per-step", "8", "--group-size", "4", "--variants", "ppo-dense,microcoder",
@@ -342,13 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for b in BENCHES:
             state = "" if b.script.is_file() else "  (not available yet)"
-            print(f"{b.name:20s} {b.what}{state}")
+            print(f"{b.name:24s} {b.what}{state}")
         return 0
     unknown = [n for n in args.only or [] if n not in BY_NAME]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; choose from {', '.join(BY_NAME)}", file=sys.stderr)
         return 2
     selected = [BY_NAME[n] for n in args.only] if args.only else BENCHES
+    if args.quick:
+        selected = [b for b in selected if not b.full_only]
     machine = machine_description()
     budget = QUICK_BUDGET_S if args.quick else float("inf")
     start = time.perf_counter()

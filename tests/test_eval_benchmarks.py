@@ -70,6 +70,22 @@ def test_run_all_only_keeps_earlier_rows(run_all, tmp_path):
     assert names == ["good", "broken"]
 
 
+def test_full_only_entry_runs_its_script_and_is_left_out_of_quick(run_all, tmp_path, monkeypatch):
+    other = run_all.Bench("good-other", "the good script with other arguments", script_name="good", full_only=True,
+                          full_args=["--other"])
+    benches = [*run_all.BENCHES, other]
+    monkeypatch.setattr(run_all, "BENCHES", benches)
+    monkeypatch.setattr(run_all, "BY_NAME", {b.name: b for b in benches})
+    assert run_all.main(["--only", "good-other", "--python", sys.executable]) == 0
+    rows = json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]
+    assert [(r["benchmark"], r["value"]) for r in rows] == [("good-other", 50.0)]
+    assert rows[0]["command"].endswith("benchmarks/good.py --other")
+    # --quick runs the others and keeps good-other's full-budget row as it was.
+    assert run_all.main(["--quick", "--python", sys.executable]) == 0
+    rows = {r["benchmark"]: r for r in json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]}
+    assert rows["good-other"]["mode"] == "full" and rows["good"]["mode"] == "quick"
+
+
 def test_read_records_tolerates_bad_output(run_all, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
@@ -114,7 +130,8 @@ def test_quick_training_comparisons_archive_nothing_with_the_project():
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    archiving = [b for b in module.BENCHES if b.script.is_file() and "--archive" in b.script.read_text()]
+    archiving = [b for b in module.BENCHES
+                 if b.script.is_file() and "--archive" in b.script.read_text() and not b.full_only]
     assert {b.name for b in archiving} >= {"dense_vs_sparse", "optimizers", "multitask"}
     for b in archiving:
         args = b.quick_args
