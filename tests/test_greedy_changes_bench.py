@@ -24,3 +24,16 @@ def test_compare_counts_transitions_and_string_only_changes():
     assert res["transitions"] == {"success -> robot_error": 1, "robot_error -> success": 1,
                                   "success -> check_failure": 1}
     assert res["success_before"] == 0.75 and res["success_after"] == 0.5
+
+
+def test_first_change_position_and_fifths():
+    bench = load_script("greedy_changes")
+    assert bench.first_change_position("abcde", "xbcde") == 0.0
+    assert bench.first_change_position("abcdefghij", "abcdefghiX") == 0.9
+    assert bench.first_change_position("abc", "abcdef") == 1.0
+    assert bench.fifths([0.0, 0.19, 0.2, 0.5, 0.99, 1.0]) == [2, 1, 1, 0, 2]
+    before = (["def f(x):\n    return x + 1\n", "ab\n"], [{"outcome": "success"}, {"outcome": "success"}])
+    after = (["def f(x):\n    return x + 2\n", "zb\n"], [{"outcome": "wrong_answer"}, {"outcome": "success"}])
+    res = bench.compare(before, after)
+    assert res["first_change_fifths"] == [1, 0, 0, 0, 1]
+    assert res["first_change_fifths_lost"] == [0, 0, 0, 0, 1] and res["first_change_fifths_gained"] == [0] * 5
