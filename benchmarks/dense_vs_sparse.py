@@ -10,7 +10,9 @@ seeds, step budget and tuning (no setting is tuned on one arm alone):
   last-<c>     only component <c> moved to the last token (reward.mode: sparse, reward.sparse_keep_dense: every
                other active component), for each active component but the KL term (sim/tests, syntax, lint, ...)
   spread-<s>   dense, with every component that has a `spread` option set to <s> (`each`: the value on every token
-               of its span; `split`: divided among them) - the one the config does not use
+               of its span; `split`: divided among them; `last`: a score of the whole response on its last token,
+               located values split) - each one the config does not use
+  --arms picks some of these (dense and sparse always run); --baseline says which arm the others are compared with
 
 Every run evaluates greedily and at the training temperature (tasks.eval_sampled_temperature =
 generation.temperature) on the same held-out tasks every --eval-every steps, and the trainer writes each eval's
@@ -21,6 +23,7 @@ tasks, and the steps an arm needs to reach the baseline's final score, with its 
 
     python benchmarks/dense_vs_sparse.py --domain robotics --seeds 0 1 2 3 4 --steps 80 --eval-tasks 500 --parallel 2
     python benchmarks/dense_vs_sparse.py --domain robotics --ablation --seeds 0 1 2 3 4 --steps 80 --parallel 2
+    python benchmarks/dense_vs_sparse.py --domain codegen --arms spread-last --baseline sparse --parallel 2
     python benchmarks/dense_vs_sparse.py --diagnose runs/dense_vs_sparse/robotics/sparse-seed0   # credit diagnostics
     python benchmarks/dense_vs_sparse.py --quick        # the pipeline end to end at a toy budget (~35 s CPU)
 
@@ -106,8 +109,10 @@ def arms_for(cfg, ablation: bool) -> dict[str, list[str]]:
         keep = [c for c in active if c != comp]
         if len(movable) > 1:  # with one movable component, moving it alone is the sparse arm
             arms[f"last-{comp}"] = ["reward.mode=sparse", f"reward.sparse_keep_dense=[{', '.join(keep)}]"]
+    from densecode.rewards.base import SPREADS
+
     spreads = spread_components(cfg, domain)
-    for target in ("each", "split"):
+    for target in SPREADS:
         if spreads and any(s != target for s in spreads.values()):
             arms[f"spread-{target}"] = ["reward.mode=dense"] + [f"reward.components.{c}.spread={target}"
                                                                 for c in sorted(spreads)]
@@ -392,6 +397,11 @@ def parse_args(argv=None):
     p.add_argument("--model", default=None, help="model for every arm (default: the config's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra override for every arm")
     p.add_argument("--ablation", action="store_true", help="credit ablations: one component at a time, spread")
+    p.add_argument("--arms", default=None, metavar="ARM,...",
+                   help="only these of the --ablation arms besides dense and sparse (e.g. spread-last); "
+                        "implies --ablation")
+    p.add_argument("--baseline", default=None,
+                   help="the arm every other one is compared with (default: sparse; dense with --ablation)")
     p.add_argument("--diagnose", nargs="+", metavar="RUN_DIR", default=None,
                    help="only the credit diagnostics of these finished run folders (pooled), no training")
     p.add_argument("--analyse-only", action="store_true", help="train nothing; analyse the runs in --out")
@@ -402,12 +412,14 @@ def parse_args(argv=None):
                         "by a later sweep on another machine; default benchmarks/results/runs/<stem>-<domain>; "
                         "'none' to keep runs only in --out (the default with --quick)")
     p.add_argument("--publish", default=None,
-                   help="copy results here (default benchmarks/results; none with --quick)")
+                   help="copy results here (default benchmarks/results; 'none' or --quick: not copied)")
     p.add_argument("--quick", action="store_true", help="toy budget end to end: 1 seed x 2 steps, 8 eval tasks")
     p.add_argument("--json", default=None, help="machine-readable figures (also $DENSECODE_BENCH_JSON)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.arms:
+        args.ablation = True
     budget = QUICK if args.quick else FULL
     for key in ("seeds", "steps", "eval_every", "eval_tasks", "n_boot", "save_every"):
         if getattr(args, key) is None:
@@ -421,6 +433,8 @@ def parse_args(argv=None):
         args.out = str(Path("runs/bench/quick/dense_vs_sparse" if args.quick else "runs/dense_vs_sparse") / sub)
     if args.publish is None and not args.quick:
         args.publish = str(ROOT / "benchmarks" / "results")
+    if args.publish == "none":
+        args.publish = None
     if args.archive is None and not args.quick:
         stem = "ablation" if args.ablation else "dense_vs_sparse"
         args.archive = str(ROOT / "benchmarks" / "results" / "runs" / f"{stem}-{args.domain}")
@@ -452,7 +466,16 @@ def run(args) -> int:
 
     cfg = load_cfg(args.config, [f"domain={args.domain}"] + list(args.set))
     arms = arms_for(cfg, args.ablation)
-    baseline = "dense" if args.ablation else "sparse"
+    if args.arms:
+        chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = [a for a in chosen if a not in arms]
+        if unknown:
+            raise DensecodeError(f"--arms: no arm {', '.join(unknown)} on {args.domain}; its arms are "
+                                 f"{', '.join(arms)}")
+        arms = {a: o for a, o in arms.items() if a in ("dense", "sparse") or a in chosen}
+    baseline = args.baseline or ("dense" if args.ablation else "sparse")
+    if baseline not in arms:
+        raise DensecodeError(f"--baseline {baseline}: not one of this run's arms ({', '.join(arms)})")
     order = [a for a in arms if a != baseline] + [baseline] if not args.ablation else list(arms)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

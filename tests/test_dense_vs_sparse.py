@@ -46,9 +46,11 @@ def test_robotics_ablation_arms_move_one_component_each():
     bench = load_bench()
     cfg = bench.load_cfg("robotics", [])
     arms = bench.arms_for(cfg, ablation=True)
-    assert set(arms) == {"dense", "sparse", "last-lint", "last-syntax", "last-sim", "spread-each"}
-    # configs/robotics.yaml uses spread: split for sim, syntax and lint: the spread arm is `each` for all three.
-    assert sorted(arms["spread-each"][1:]) == [f"reward.components.{c}.spread=each" for c in ("lint", "sim", "syntax")]
+    assert set(arms) == {"dense", "sparse", "last-lint", "last-syntax", "last-sim", "spread-each", "spread-last"}
+    # configs/robotics.yaml uses spread: split for sim, syntax and lint: the spread arms set all three alike.
+    for target in ("each", "last"):
+        assert sorted(arms[f"spread-{target}"][1:]) == [f"reward.components.{c}.spread={target}"
+                                                        for c in ("lint", "sim", "syntax")]
     assert bench.arms_for(cfg, ablation=False) == {"dense": ["reward.mode=dense"], "sparse": ["reward.mode=sparse"]}
     # The arm's config, loaded as `densecode train` loads it, keeps every component but syntax per token ...
     arm_cfg = bench.load_cfg("robotics", arms["last-syntax"])
@@ -72,7 +74,20 @@ def test_codegen_and_testgen_ablation_arms():
     codegen = bench.arms_for(bench.load_cfg("codegen", []), ablation=True)
     assert {"last-tests", "last-syntax", "last-lint", "last-dfg", "spread-each"} <= set(codegen)
     testgen = bench.arms_for(bench.load_cfg("testgen", []), ablation=True)
-    assert set(testgen) == {"dense", "sparse", "last-testgen", "last-syntax", "spread-each"}
+    assert set(testgen) == {"dense", "sparse", "last-testgen", "last-syntax", "spread-each", "spread-last"}
+
+
+def test_arms_and_baseline_choose_a_subset_and_bad_names_exit_2(tmp_path, capsys):
+    bench = load_bench()
+    args = bench.parse_args(["--domain", "codegen", "--arms", "spread-last", "--baseline", "sparse", "--out",
+                             str(tmp_path), "--analyse-only", "--archive", "none", "--publish", "none"])
+    assert args.ablation and args.publish is None  # --arms implies --ablation; 'none' publishes nowhere
+    for argv, message in ((["--arms", "spread-lst"], "no arm spread-lst on codegen; its arms are dense, sparse"),
+                          (["--arms", "spread-last", "--baseline", "last-lint"],
+                           "--baseline last-lint: not one of this run's arms (dense, sparse, spread-last)")):
+        code = bench.main(["--domain", "codegen", *argv, "--out", str(tmp_path), "--analyse-only", "--archive",
+                           "none", "--publish", "none"])
+        assert code == 2 and message in capsys.readouterr().err
 
 
 def test_unknown_component_in_sparse_keep_dense_is_an_error():

@@ -585,6 +585,46 @@ def test_split_spread_keeps_line_penalties_on_their_line(tok):
         SimComponent(simulator=sim, spread="mean")
 
 
+def test_last_spread_puts_whole_response_scores_on_the_last_token_and_keeps_located_values(tok, fake_jobs):
+    """`spread: last`: the score the whole response earned goes on its last token (with gamma = 1 every token's
+    return then carries all of it); a failing line's penalty, a Ruff finding, a syntax error stay where they are."""
+    response = "    go_to('kitchen')\n    pick('apple')\n    place('pear')\n"
+    s = sample_of(tok, ROBOT_PROMPT, response)
+    sim = FakeSim(SimFeedback(0.6, [(4, -0.5, "placing what is not held")]))
+    last = SimComponent(simulator=sim, spread="last")([s])[0].values
+    split = SimComponent(simulator=sim, spread="split")([s])[0].values
+    start = response.index("place('pear')")
+    line = sorted(tokens_of(s, start, start + len("place('pear')")))
+    end = s.n_tokens - 1
+    for i in range(s.n_tokens):
+        expected = (-0.5 / len(line) if i in line else 0.0) + (0.6 if i == end else 0.0)
+        assert last[i] == pytest.approx(expected, abs=1e-6)
+    assert float(last.sum()) == pytest.approx(float(split.sum()), abs=1e-5)  # same total as split: only placement
+    returns = np.cumsum(last[::-1])[::-1]  # gamma = 1: reward still to come
+    assert np.all(returns[line[-1] + 1:] == pytest.approx(0.6)) and returns[0] == pytest.approx(0.1, abs=1e-5)
+    # syntax: a response that parses gets its credit on the last token; an error keeps the split prefix credit
+    syn = SyntaxComponent(spread="last")([s])[0].values
+    assert syn[end] == pytest.approx(1.0) and np.all(syn[:end] == 0.0)
+    bad = sample_of(tok, ROBOT_PROMPT, "    x = 1\n    y = (x + ) * 2\n")
+    assert np.allclose(SyntaxComponent(spread="last")([bad])[0].values,
+                       SyntaxComponent(spread="split")([bad])[0].values)
+    # tests: the pass fraction on the last token, the line that raised keeps its penalty
+    chat = "    a = 1\n    b = 0\n    c = a / b\n    return c\n"
+    t = sample_of(tok, "def f():\n", chat, task={"tests": ["assert f() == 1"] * 4})
+    out = TestsComponent(sandbox=FakePool([_judge(1, 4, error_line=4, exc_type="ZeroDivisionError")]),
+                         exception_penalty=-1.0, spread="last")([t])[0].values
+    start = chat.index("c = a / b")
+    line3 = sorted(tokens_of(t, start, start + len("c = a / b")))
+    for i in range(t.n_tokens):
+        expected = (-1.0 / len(line3) if i in line3 else 0.0) + (0.25 if i == t.n_tokens - 1 else 0.0)
+        assert out[i] == pytest.approx(expected, abs=1e-6)
+    # dfg: the match on the last token
+    ref = "    total = 0\n    for x in xs:\n        total += x\n    return total\n"
+    d = sample_of(tok, "def f(xs):\n", ref, task={"reference": "def f(xs):\n" + ref})
+    dv = DFGComponent(spread="last")([d])[0].values
+    assert dv[-1] == pytest.approx(0.5) and np.all(dv[:-1] == 0.0)
+
+
 def test_stopping_at_once_is_a_syntax_and_sim_failure_on_the_stop(tok):
     """EOS right after `def task_program():` leaves a body-less program: the stop is to blame."""
     empty = make_sample(ROBOT_PROMPT, [tok.eos_token_id], tok, {}, code_regions="completion")

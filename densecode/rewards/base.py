@@ -41,27 +41,46 @@ class RewardComponent:
         raise NotImplementedError
 
 
-SPREADS = ("each", "split")
+SPREADS = ("each", "split", "last")
 
 
 def check_spread(component: str, spread: str) -> str:
     if spread not in SPREADS:
-        raise DensecodeError(f"reward.components.{component}.spread must be 'each' or 'split'; got {spread!r}")
+        raise DensecodeError(f"reward.components.{component}.spread must be one of {', '.join(SPREADS)}; "
+                             f"got {spread!r}")
     return spread
 
 
 def spread_over(values: np.ndarray, tokens, value: float, spread: str = "each") -> None:
-    """Add `value` to `tokens` (an index list or a boolean mask) of `values`, in place.
+    """Add a located value (a failing line's penalty, a Ruff finding) to `tokens` (an index list or a boolean mask)
+    of `values`, in place.
 
     "each" (the reference implementation) puts the whole value on every token, so with
     gamma = 1 a response's return grows with its length: a positive value is a length
     bonus and a negative one a length penalty. "split" divides it evenly, so the tokens'
-    values sum to `value` whatever the response's length.
+    values sum to `value` whatever the response's length. "last" splits a located value
+    like "split" (see spread_score for what it changes).
     """
     idx = np.flatnonzero(tokens) if isinstance(tokens, np.ndarray) and tokens.dtype == bool else np.asarray(tokens, dtype=int)
     if idx.size == 0:
         return
     values[idx] += value if spread == "each" else value / idx.size
+
+
+def spread_score(values: np.ndarray, tokens, value: float, spread: str = "each") -> None:
+    """Add a value the whole response earned (the simulator's score, the tests' pass fraction, the DFG match) over
+    its code `tokens`, in place: as spread_over, except with "last", which puts it on the response's last token.
+
+    Why "last": with gamma = 1 a token's return is the reward still to come, so a score split over the code tokens
+    leaves the last tokens' returns almost free of it (measured in docs/results.md: dense credit moves the
+    outcome's weight from the end of a response to its start). On the last token every token's return carries the
+    whole score, as in sparse mode, while the located values keep their tokens.
+    """
+    if spread == "last":
+        if values.size:
+            values[-1] += value
+        return
+    spread_over(values, tokens, value, spread)
 
 
 def diag(rule: str, span: tuple[int, int] | None, tokens: list[int], message: str, value: float, **extra: Any) -> dict:

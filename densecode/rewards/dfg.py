@@ -36,7 +36,7 @@ from densecode.rewards.base import (
     ComponentOutput,
     RewardComponent,
     check_spread,
-    spread_over,
+    spread_score,
 )
 from densecode.rewards.sample import Sample, program_of
 
@@ -268,7 +268,7 @@ class DFGComponent(RewardComponent):
             if self.positive_only:
                 value = max(value, 0.0)
             values = np.zeros(s.n_tokens, dtype=np.float32)
-            spread_over(values, s.code_token_mask(), value, self.spread)
+            spread_score(values, s.code_token_mask(), value, self.spread)
             outs.append(ComponentOutput(values, [{"rule": "dfg", "span": None, "tokens": None,
                                                   "message": f"data-flow match {score:.2f}", "value": value}],
                                         {"dfg_score": score, "has_reference": 1.0}))

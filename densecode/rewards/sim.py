@@ -24,6 +24,7 @@ from densecode.rewards.base import (
     check_spread,
     diag,
     spread_over,
+    spread_score,
 )
 from densecode.rewards.sample import Sample, program_of
 
@@ -58,7 +59,7 @@ class SimComponent(RewardComponent):
         score = float(min(max(fb.score, 0.0), 1.0))
         base = score if score > 0 else self.fail_value
         if code.any():
-            spread_over(values, code, base, self.spread)
+            spread_score(values, code, base, self.spread)
         elif sample.n_tokens:
             values[-1] = self.fail_value
         records = []

@@ -176,14 +176,19 @@ class SyntaxComponent(RewardComponent):
                                                      "has_code": 0.0})
 
     def _fill_region(self, values: np.ndarray, region_tokens: list[int], error_token: int | None) -> None:
-        valid = self.valid_value / max(len(region_tokens), 1) if self.spread == "split" else self.valid_value
+        # last: a region that parses is a verdict on the whole region, so its credit goes on the response's last
+        # token (rewards.base.spread_score); a region with an error keeps the split credit up to the error.
+        whole = self.spread == "last" and error_token is None and bool(region_tokens)
+        valid = self.valid_value if self.spread == "each" else self.valid_value / max(len(region_tokens), 1)
         for i in region_tokens:
             if error_token is None or i < error_token:
-                values[i] = valid
+                values[i] = 0.0 if whole else valid
             elif i == error_token:
                 values[i] = self.error_value
             else:
                 values[i] = self.after_error_value
+        if whole:
+            values[-1] += self.valid_value
 
     def _locate(self, program: str) -> tuple[int, str, bool] | None:
         """(error position, message, incomplete) of `program`, or None when it parses.

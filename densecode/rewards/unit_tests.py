@@ -27,6 +27,7 @@ from densecode.rewards.base import (
     check_spread,
     diag,
     spread_over,
+    spread_score,
 )
 from densecode.rewards.sample import Sample, program_of
 
@@ -113,7 +114,7 @@ class TestsComponent(RewardComponent):
         records = []
         outcome = str(getattr(res, "outcome", ""))
         if code.any():
-            spread_over(values, code, base, self.spread)
+            spread_score(values, code, base, self.spread)
         elif sample.n_tokens:
             values[-1] = self.fail_penalty
         records.append(diag("tests", None, [], f"{n_passed}/{n_tests} tests passed ({outcome})", base,

@@ -9,7 +9,7 @@ task's `expected` value (computed in the sandbox when the task was made; see lit
   last token. An empty answer puts the penalty on the first token.
 `spread: split` (default) makes the credit a share of the answer's tokens (each credited token gets credit / n, so a
 correct answer collects `credit` in all and a wrong one the fraction before its departure); `spread: each` puts the
-whole `credit` on every credited token.
+whole `credit` on every credited token; `last` is `split` here (every value is located on the answer's tokens).
 
 Input direction (tasks with `direction: input`, inputs.py): the answer is the argument list `ARGS)`; the function runs
 on the arguments in the sandbox (all the batch's answers at once, one program per distinct call):
@@ -97,7 +97,7 @@ class LiteralComponent(RewardComponent):
         blamed = answer_tokens or [s.n_tokens - 1]
         spread_over(values, blamed, self.penalty, self.spread)
         record = diag("literal", (lead, end), blamed, f"{verdict.outcome}: {verdict.message}",
-                      self.penalty if self.spread == "split" else self.penalty * len(blamed), outcome=verdict.outcome)
+                      self.penalty if self.spread != "each" else self.penalty * len(blamed), outcome=verdict.outcome)
         return ComponentOutput(values, [record], info)
 
     def score(self, s: Sample) -> ComponentOutput:
