@@ -116,6 +116,15 @@ BENCHES = [
             full_only=True, full_args=["--domain", domain, "--seeds", "0", "1", "2", "3", "4", "--steps", "80",
                                        "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600)
       for domain in ("codegen", "testgen")),
+    # Credit ablations (issue #17): robotics, every arm; codegen, the `spread: last` arm against sparse.
+    Bench("ablation-robotics", "credit ablations on robotics: each component on the last token, spread options",
+          script_name="dense_vs_sparse", full_only=True,
+          full_args=["--domain", "robotics", "--ablation", "--seeds", "0", "1", "2", "3", "4", "--steps", "80",
+                     "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600),
+    Bench("ablation-codegen-spread-last", "codegen: spread: last (whole-response scores on the last token) vs sparse",
+          script_name="dense_vs_sparse", full_only=True,
+          full_args=["--domain", "codegen", "--arms", "spread-last", "--baseline", "sparse", "--seeds", "0", "1", "2",
+                     "3", "4", "--steps", "80", "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600),
     Bench("optimizers", "PPO-dense/sparse vs GRPO vs MicroCoder-GRPO (± dense term), equal budgets",
           quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
                       "--responses-per-step", "8", "--group-size", "4", "--variants", "ppo-dense,microcoder",
