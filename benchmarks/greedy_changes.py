@@ -4,8 +4,9 @@ Prints each model's success rate, the outcome transitions (before -> after, for 
 how many of the changed answers differ only inside string literals (the same program with another location,
 object or message), and where in the answer the change starts (the first differing character's position as a
 share of the before answer's length, by fifth): credit that reaches the end of a response weakly shows as changes
-there. Several --after models are compared with the same --before, one block each. Used to read why RL can raise success at the training temperature while greedy success falls
-(docs/results.md): on robotics the greedy losses are answers that name another room than the instruction.
+there. Several --after models are compared with the same --before, one block each. Used to read why RL can raise
+success at the training temperature while greedy success falls (docs/results.md): on robotics the greedy losses
+are answers that name another room than the instruction.
 
     python benchmarks/greedy_changes.py --domain robotics --before densecode-tiny \\
         --after runs/robotics/checkpoints/step-000040/model [MORE_MODELS ...] --tasks 300 [--show 3] [--json out.json]

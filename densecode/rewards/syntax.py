@@ -38,7 +38,13 @@ import warnings
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.base import ComponentOutput, RewardComponent, check_spread, diag
+from densecode.rewards.base import (
+    ComponentOutput,
+    RewardComponent,
+    check_spread,
+    diag,
+    spread_score,
+)
 from densecode.rewards.sample import (
     ProgramMap,
     Sample,
@@ -176,19 +182,20 @@ class SyntaxComponent(RewardComponent):
                                                      "has_code": 0.0})
 
     def _fill_region(self, values: np.ndarray, region_tokens: list[int], error_token: int | None) -> None:
-        # last: a region that parses is a verdict on the whole region, so its credit goes on the response's last
-        # token (rewards.base.spread_score); a region with an error keeps the split credit up to the error.
-        whole = self.spread == "last" and error_token is None and bool(region_tokens)
+        # Regions are disjoint and `values` starts at 0, so adding keeps what an earlier region put on the last
+        # token. last: a region that parses is a verdict on the whole region, so its credit goes on the response's
+        # last token (spread_score); a region with an error keeps the split credit up to the error.
+        if self.spread == "last" and error_token is None and region_tokens:
+            spread_score(values, region_tokens, self.valid_value, "last")
+            return
         valid = self.valid_value if self.spread == "each" else self.valid_value / max(len(region_tokens), 1)
         for i in region_tokens:
             if error_token is None or i < error_token:
-                values[i] = 0.0 if whole else valid
+                values[i] += valid
             elif i == error_token:
-                values[i] = self.error_value
+                values[i] += self.error_value
             else:
-                values[i] = self.after_error_value
-        if whole:
-            values[-1] += self.valid_value
+                values[i] += self.after_error_value
 
     def _locate(self, program: str) -> tuple[int, str, bool] | None:
         """(error position, message, incomplete) of `program`, or None when it parses.

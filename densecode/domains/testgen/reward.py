@@ -9,7 +9,8 @@ For each statement of the response (in order; see judge.py):
 - a response with no assert at all -> `fail_penalty` on its last token.
 With `spread: split` (the default) an assert's value is divided over its tokens, so the response's sum is
 coverage_weight x coverage + kill_weight x mutation score + fail_penalty x (failing asserts); `each` puts it on
-every token; `last` is `split` here (every value is located on an assert). Syntax errors are left to the `syntax` component (a line that parses nowhere is skipped here).
+every token; `last` is `split` here (every value is located on an assert). Syntax errors are left to the `syntax`
+component (a line that parses nowhere is skipped here).
 """
 
 from __future__ import annotations
