@@ -20,6 +20,8 @@ per-task outcomes (eval_tasks.jsonl), so arms are compared task by task. The ana
 (densecode.eval.paired_bootstrap.compare_arms) gives per step each arm's mean and seed-level sd, the paired
 difference to the baseline arm (sparse; dense for --ablation) with a 95% bootstrap interval resampling seeds AND
 tasks, and the steps an arm needs to reach the baseline's final score, with its interval.
+The report also tabulates each arm's training batches (response length, truncated share, KL to the reference;
+first vs last 10 steps, from metrics.jsonl): an arm can move the eval by changing how long it answers.
 
     python benchmarks/dense_vs_sparse.py --domain robotics --seeds 0 1 2 3 4 --steps 80 --eval-tasks 500 --parallel 2
     python benchmarks/dense_vs_sparse.py --domain robotics --ablation --seeds 0 1 2 3 4 --steps 80 --parallel 2
@@ -177,6 +179,79 @@ def arm_arrays(out: Path, arms: list[str], seeds: list[int], pass_name: str):
 # ------------------------------------------------------------------ report
 
 
+# What each arm's training batches looked like, from the runs' metrics.jsonl: an arm can win or lose on the eval
+# by changing how it answers (longer responses, truncation, drift from the reference), which the eval score alone
+# does not show (`spread: each` pays per token, so its return grows with the response's length).
+ROLLOUT_STATS = (("rollout/response_length", "response length (tokens)", "{:.1f}"),
+                 ("rollout/truncated_frac", "truncated share", "{:.3f}"),
+                 ("objective/kl", "KL to the reference (nats per response)", "{:.2f}"))
+
+
+def read_train_rows(run_dir: Path) -> dict[int, dict]:
+    """{step: row} of a run's training rows in metrics.jsonl (a later row for a step wins, as after a resume)."""
+    path = run_dir / "metrics.jsonl"
+    rows: dict[int, dict] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                if row.get("kind") == "train" and "step" in row:
+                    rows[int(row["step"])] = row
+    return rows
+
+
+def rollout_stats(out: Path, arms: list[str], seeds: list[int], window: int = 10) -> dict:
+    """{arm: {key: {"first"|"last": {"mean", "seed_sd"}}}}: each seed's mean over its first and last `window`
+    training steps, then mean and sd over seeds. Keys a run does not log are left out."""
+    import numpy as np
+
+    stats: dict = {}
+    for arm in arms:
+        per_seed = [read_train_rows(out / f"{arm}-seed{s}") for s in seeds]
+        if not all(per_seed):
+            continue
+        arm_stats = {}
+        for key, _, _ in ROLLOUT_STATS:
+            cols = {}
+            for part in ("first", "last"):
+                seed_means = []
+                for rows in per_seed:
+                    steps = sorted(st for st, r in rows.items() if key in r)
+                    chosen = steps[:window] if part == "first" else steps[-window:]
+                    if chosen:
+                        seed_means.append(float(np.mean([rows[st][key] for st in chosen])))
+                if len(seed_means) == len(seeds):
+                    sd = float(np.std(seed_means, ddof=1)) if len(seed_means) > 1 else 0.0  # as compare_arms
+                    cols[part] = {"mean": float(np.mean(seed_means)), "seed_sd": sd}
+            if len(cols) == 2:
+                arm_stats[key] = cols
+        if arm_stats:
+            stats[arm] = arm_stats
+    return stats
+
+
+def rollout_markdown(stats: dict, window: int = 10) -> str:
+    """The training batches per arm: mean ± seed sd over the first and the last `window` steps."""
+    if not stats:
+        return ""
+    keys = [(k, label, f) for k, label, f in ROLLOUT_STATS if any(k in a for a in stats.values())]
+    lines = [f"#### training rollouts: mean ± seed sd of each seed's first {window} → last {window} steps", ""]
+    head = ["arm"] + [label for _, label, _ in keys]
+    lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for arm, a in stats.items():
+        cells = [arm]
+        for k, _, f in keys:
+            if k not in a:
+                cells.append("–")
+                continue
+            first, last = a[k]["first"], a[k]["last"]
+            cells.append(f"{f.format(first['mean'])} → {f.format(last['mean'])} ± {f.format(last['seed_sd'])}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+
+
 def fmt_ci(mean: float, lo: float, hi: float) -> str:
     return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
@@ -322,6 +397,7 @@ def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, fl
         values, steps, metric = got
         comp = compare_arms(values, steps, baseline=baseline, n_boot=args.n_boot, seed=0)
         results["passes"][p] = {"metric": metric, "comparison": comp}
+    results["rollout_stats"] = rollout_stats(out, arms, args.seeds)
     if not results["passes"]:
         raise DensecodeError(f"no eval pass is shared by every run in {out}")
     return results
@@ -339,6 +415,9 @@ def write_outputs(results: dict, out: Path, stem: str, publish: Path | None, dia
     parts = [f"### {title}", "", f"`{results['command']}` on {results['machine']}{wall}", ""]
     for p, r in results["passes"].items():
         parts += [pass_markdown(r["comparison"], r["metric"], p, temps[p]), ""]
+    table = rollout_markdown(results.get("rollout_stats", {}))
+    if table:
+        parts += [table, ""]
     if diag:
         parts += ["Dense does not beat the baseline here: credit diagnostics per arm (all seeds pooled).", ""]
         for arm, d in diag.items():

@@ -153,6 +153,39 @@ def test_arm_arrays_refuse_runs_that_saw_other_tasks(tmp_path):
         bench.arm_arrays(tmp_path, ["dense", "last-sim"], [0], "greedy")
 
 
+def write_metrics(run_dir: Path, lengths: list[float], resumed: dict[int, float] | None = None) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rows = [{"kind": "eval", "step": 0, "eval/success_rate": 0.5}]
+    rows += [{"kind": "train", "step": i + 1, "rollout/response_length": v, "objective/kl": 0.1 * (i + 1)}
+             for i, v in enumerate(lengths)]
+    # A resumed run logs some steps again; the later row is the one that counts.
+    rows += [{"kind": "train", "step": st, "rollout/response_length": v, "objective/kl": 0.0}
+             for st, v in (resumed or {}).items()]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_rollout_stats_average_first_and_last_steps_per_seed_then_over_seeds(tmp_path):
+    bench = load_bench()
+    write_metrics(tmp_path / "dense-seed0", [10, 10, 20, 20])
+    write_metrics(tmp_path / "dense-seed1", [10, 10, 30, 99], resumed={4: 40})
+    write_metrics(tmp_path / "sparse-seed0", [5, 5, 5, 5])
+    write_metrics(tmp_path / "sparse-seed1", [5, 5, 5, 7])
+    stats = bench.rollout_stats(tmp_path, ["dense", "sparse"], [0, 1], window=2)
+    length = stats["dense"]["rollout/response_length"]
+    assert length["first"] == {"mean": 10.0, "seed_sd": 0.0}
+    # seed 0: last two steps 20, 20 -> 20; seed 1: 30 and the resumed step 4's 40 -> 35; over seeds 27.5, sd (ddof 1)
+    assert length["last"]["mean"] == pytest.approx(27.5)
+    assert length["last"]["seed_sd"] == pytest.approx(np.std([20, 35], ddof=1))
+    assert stats["sparse"]["rollout/response_length"]["last"]["mean"] == pytest.approx(5.5)
+    # A key no run logs is left out, not reported as zero.
+    assert "rollout/truncated_frac" not in stats["dense"]
+    md = bench.rollout_markdown(stats, window=2)
+    assert "| dense | 10.0 → 27.5 ± 10.6 | " in md and "truncated share" not in md
+    # An arm with a run that has no training rows yet is left out of the table.
+    write_metrics(tmp_path / "last-sim-seed0", [])
+    assert "last-sim" not in bench.rollout_stats(tmp_path, ["dense", "last-sim"], [0], window=2)
+
+
 # ------------------------------------------------------------------ the sweep
 
 
@@ -201,6 +234,8 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
     assert comp["steps"] == [0, 2] and comp["n_tasks"] == 8 and set(comp["arms"]) == {"dense", "sparse"}
     assert (out / "dense_vs_sparse-robotics.png").stat().st_size > 0
     assert "dense − sparse" in (out / "dense_vs_sparse-robotics.md").read_text()
+    assert "training rollouts" in (out / "dense_vs_sparse-robotics.md").read_text()
+    assert res["rollout_stats"]["dense"]["rollout/response_length"]["last"]["mean"] > 0
     # The per-task outcomes average to the eval metric the trainer logged.
     logged = {json.loads(line)["step"]: json.loads(line) for line in (out / "dense-seed0" / "metrics.jsonl").read_text()
               .splitlines() if json.loads(line).get("kind") == "eval"}
