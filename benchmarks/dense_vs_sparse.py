@@ -303,19 +303,21 @@ def plot(results: dict, path: Path, title: str) -> None:
     for col, p in enumerate(passes):
         res, metric = results["passes"][p]["comparison"], results["passes"][p]["metric"]
         steps = res["steps"]
+        # One colour per arm in every panel, so an arm's curve and its difference to the baseline match.
+        colour = {arm: f"C{i}" for i, arm in enumerate(res["arms"])}
         ax = axes[0][col]
         for arm, a in res["arms"].items():
             mu, sd = np.array(a["mean"]), np.array(a["seed_sd"])
-            line, = ax.plot(steps, mu, marker="o", label=arm)
-            ax.fill_between(steps, mu - sd, mu + sd, color=line.get_color(), alpha=0.15)
+            ax.plot(steps, mu, marker="o", label=arm, color=colour[arm])
+            ax.fill_between(steps, mu - sd, mu + sd, color=colour[arm], alpha=0.15)
         ax.set_title(f"held-out {metric}, {p} (mean ± seed sd, {res['n_seeds']} seeds)")
         ax.set_xlabel("PPO step")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         ax = axes[1][col]
         for arm, d in res["differences"].items():
-            line, = ax.plot(steps, d["mean"], marker="o", label=f"{arm} − {res['baseline']}")
-            ax.fill_between(steps, d["lo"], d["hi"], color=line.get_color(), alpha=0.15)
+            ax.plot(steps, d["mean"], marker="o", label=f"{arm} − {res['baseline']}", color=colour[arm])
+            ax.fill_between(steps, d["lo"], d["hi"], color=colour[arm], alpha=0.15)
         ax.axhline(0, color="k", lw=0.8)
         ax.set_title(f"paired difference, {res['level']:.0%} bootstrap interval (seeds × tasks)")
         ax.set_xlabel("PPO step")
