@@ -250,8 +250,6 @@ def rollout_markdown(stats: dict, window: int = 10) -> str:
     return "\n".join(lines)
 
 
-
-
 def fmt_ci(mean: float, lo: float, hi: float) -> str:
     return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
@@ -372,15 +370,9 @@ def machine() -> str:
 
 
 def trainer_wall_s(run_dir: Path) -> float | None:
-    """The run's training wall time over all its sessions (the trainer's clock: the last row's elapsed_s)."""
-    last = None
-    path = run_dir / "metrics.jsonl"
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            if row.get("kind") == "train" and "elapsed_s" in row:
-                last = float(row["elapsed_s"])
-    return last
+    """The run's training wall time over all its sessions (the trainer's clock: the last step's elapsed_s)."""
+    timed = {st: r for st, r in read_train_rows(run_dir).items() if "elapsed_s" in r}
+    return float(timed[max(timed)]["elapsed_s"]) if timed else None
 
 
 def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, float]) -> dict:
