@@ -104,6 +104,12 @@ class PPOConfig:
     adaptive_kl: bool = False
     target_kl: float = 6.0  # the adaptive controller's target sequence KL
     kl_horizon: int = 10000  # the controller's horizon in prompts (Ziegler et al.): larger = slower changes
+    # How each token's advantage is made (densecode/rl/credit.py): gae = the critic's GAE over all token rewards;
+    # outcome = the task's verifiable outcome minus the mean of the prompt's other responses, on every token,
+    # plus the KL penalty's return-to-go; no critic.
+    credit: str = "gae"
+    samples_per_prompt: int = 1  # responses per prompt (the outcome credit's leave-one-out baseline)
+    lam_critic: float | None = None  # λ of the critic's return targets apart from the policy's (VC-PPO: 1.0)
 
 
 @dataclass
@@ -165,17 +171,30 @@ class GRPOConfig:
 
 
 @dataclass
+class RFTConfig:
+    """Rejection-sampling fine-tuning / expert iteration (densecode/rl/rft.py): the baseline RL must beat."""
+
+    samples_per_prompt: int = 4  # k responses per prompt
+    min_outcome: float = 1.0  # keep a response whose verifiable outcome is at least this (1.0 = it passes)
+    epochs: int = 1  # supervised passes over each step's kept responses
+
+
+@dataclass
 class AlgoConfig:
-    name: str = "ppo"  # ppo | grpo: which of the sections below is used
+    name: str = "ppo"  # ppo | grpo | rft: which of the sections below is used
     # The update loop, shared: each epoch/iteration splits the batch into minibatches (one optimizer step each).
     num_minibatches: int = 1
     grad_accum_steps: int = 1  # micro-batches per minibatch (gradients accumulated: same result, less memory)
     max_grad_norm: float = 1.0  # gradient clipping by global norm; a non-finite norm skips the step
+    # Stop a step's epochs early once approx_kl(π_old ‖ π) of a minibatch exceeds this (CleanRL's target_kl;
+    # 0 = off): several epochs without letting one batch move the policy too far.
+    early_stop_kl: float = 0.0
     # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
     # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
     score_pass: bool = False
     ppo: PPOConfig = field(default_factory=PPOConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    rft: RFTConfig = field(default_factory=RFTConfig)
 
 
 # Keys of earlier configs: loading one is an error that names its replacement.
@@ -494,7 +513,8 @@ _CHOICES = {
     "generation.grammar": ("off", "check", "constrain"),
     "reward.mode": ("dense", "sparse"),
     "reward.code_regions": ("auto", "completion", "fenced"),
-    "algo.name": ("ppo", "grpo"),
+    "algo.name": ("ppo", "grpo", "rft"),
+    "algo.ppo.credit": ("gae", "outcome"),
     "algo.grpo.loss_aggregation": ("token", "sequence"),
     "algo.grpo.truncation_masking": ("conditional", "all", "none"),
     "algo.grpo.sequence_reward": ("outcome", "mean", "sum"),

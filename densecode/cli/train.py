@@ -32,7 +32,8 @@ def configure(parser) -> None:
                              "'package.module:Class', or the domain of a simulator plug-in config")
     add_config_arguments(parser)
     parser.add_argument("--model", default=None, help="model dir, densecode-tiny, or hub id (overrides model.name_or_path)")
-    parser.add_argument("--algo", choices=("ppo", "grpo"), default=None, help="optimiser (overrides algo.name)")
+    parser.add_argument("--algo", choices=("ppo", "grpo", "rft"), default=None,
+                        help="optimiser (overrides algo.name); rft = rejection-sampling fine-tuning, the baseline")
     parser.add_argument("--resume", default=None, metavar="DIR",
                         help="continue a run: its run directory or a checkpoints/step-N directory")
     parser.add_argument("--output-dir", default=None, metavar="DIR", help="run directory (overrides train.output_dir)")
@@ -129,12 +130,19 @@ def build_algorithm(cfg):
     if cfg.algo.name == "ppo":
         from densecode.rl.ppo import PPOAlgorithm
 
-        return PPOAlgorithm.from_config(cfg.algo, cfg.generation)
+        try:
+            return PPOAlgorithm.from_config(cfg.algo, cfg.generation)
+        except ValueError as exc:
+            raise DensecodeError(f"PPO settings (algo.ppo.*): {exc}") from None
+    if cfg.algo.name == "rft":
+        from densecode.rl.rft import RFTAlgorithm
+
+        return RFTAlgorithm.from_config(cfg.algo, cfg.generation)
     if cfg.algo.name == "grpo":
         from densecode.rl.grpo import GRPOAlgorithm
 
         return GRPOAlgorithm.from_config(cfg.algo, cfg.generation, seed=cfg.train.seed)
-    raise DensecodeError(f"unknown algo {cfg.algo.name!r}: choose ppo or grpo")
+    raise DensecodeError(f"unknown algo {cfg.algo.name!r}: choose ppo, grpo or rft")
 
 
 def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None, reward_fn=None, task_source=None):

@@ -137,6 +137,15 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     return float(1 - masked_var(returns - values, mask) / var_r)
 
 
+def explained_variance_by_fifth(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> list[float]:
+    """Explained variance over the tokens of each fifth of the responses (by relative position in its own
+    response): where along a response the critic knows the return (nan for a fifth with no spread)."""
+    lengths = mask.sum(-1, keepdim=True).clamp(min=1)
+    pos = torch.cumsum(mask, -1) - 1  # 0-based index of each real token
+    fifth = torch.clamp((pos * 5 / lengths).long(), 0, 4)
+    return [explained_variance(values, returns, mask * (fifth == k).float()) for k in range(5)]
+
+
 # ---------------------------------------------------------------- the strategy object
 
 
@@ -157,10 +166,25 @@ class PPOAlgorithm:
     whiten_advantages: bool = True
     temperature: float = 1.0
     epochs: int = 4  # passes the trainer makes over each rollout batch
+    # gae: the critic's GAE over all token rewards | outcome: the verifiable outcome with a leave-one-out
+    # baseline on every token, no critic (densecode/rl/credit.py)
+    credit: str = "gae"
+    samples_per_prompt: int = 1  # responses per prompt (the outcome credit's baseline is the others' mean)
+    lam_critic: float | None = None  # λ of the critic's return targets (VC-PPO: 1.0); None = lam
 
     name = "ppo"
-    needs_value_head = True
-    samples_per_prompt = 1
+
+    def __post_init__(self) -> None:
+        from densecode.rl.credit import CREDITS
+
+        if self.credit not in CREDITS:
+            raise ValueError(f"algo.ppo.credit must be one of {', '.join(CREDITS)}; got {self.credit!r}")
+        if self.samples_per_prompt < 1:
+            raise ValueError("algo.ppo.samples_per_prompt must be >= 1")
+
+    @property
+    def needs_value_head(self) -> bool:
+        return self.credit == "gae"
 
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg) -> PPOAlgorithm:
@@ -177,6 +201,9 @@ class PPOAlgorithm:
             whiten_advantages=ppo.whiten_advantages,
             temperature=gen_cfg.temperature,
             epochs=ppo.epochs,
+            credit=ppo.credit,
+            samples_per_prompt=ppo.samples_per_prompt,
+            lam_critic=ppo.lam_critic,
         )
 
     def sampling_temperature(self, step: int) -> float:
@@ -184,34 +211,61 @@ class PPOAlgorithm:
 
     def compute_advantages(self, batch) -> dict[str, float]:
         mask = batch.response_mask
+        if self.credit == "outcome":
+            return self._outcome_advantages(batch)
         advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam)
+        if self.lam_critic is not None and self.lam_critic != self.lam:
+            # VC-PPO's decoupled GAE: the critic regresses on λ_critic returns, the policy uses λ's advantages.
+            returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam_critic)[1]
         batch.returns = returns
         # Advantages are whitened, rewards are not (as in the reference implementation).
         batch.advantages = whiten(advantages, mask) if self.whiten_advantages else advantages
-        return {
+        stats = {
             "ppo/returns_mean": float(masked_mean(returns, mask)),
             "ppo/advantages_raw_mean": float(masked_mean(advantages, mask)),
+            "ppo/advantages_raw_std": float(masked_var(advantages, mask).sqrt()),
             "ppo/values_mean": float(masked_mean(batch.values, mask)),
             "ppo/explained_variance": explained_variance(batch.values, returns, mask),
         }
+        for k, ev in enumerate(explained_variance_by_fifth(batch.values, returns, mask), start=1):
+            stats[f"ppo/explained_variance_fifth{k}"] = ev
+        return stats
+
+    def _outcome_advantages(self, batch) -> dict[str, float]:
+        from densecode.rl.credit import outcome_advantages
+        from densecode.rl.grpo import sequence_rewards
+
+        mask = batch.response_mask
+        outcomes = sequence_rewards(batch, "outcome")
+        kl = batch.components.get("kl")
+        advantages, st = outcome_advantages(outcomes, batch.prompt_index, mask, kl_rewards=kl,
+                                            whiten=self.whiten_advantages)
+        batch.advantages = advantages
+        batch.returns = None
+        stats = {f"ppo/{k}": v for k, v in st.items()}
+        stats["ppo/advantages_raw_mean"] = float(masked_mean(advantages, mask))
+        stats["ppo/advantages_raw_std"] = float(masked_var(advantages, mask).sqrt())
+        return stats
 
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         mask = mb.response_mask
         pg_loss, pg_stats = clipped_policy_loss(
             out.logprobs, mb.logprobs, mb.advantages, mask, self.clip_eps, self.clip_eps_high
         )
-        v_loss, v_stats = clipped_value_loss(out.values, mb.values, mb.returns, mask, self.value_clip)
         entropy = masked_mean(out.entropy, mask)
-        loss = pg_loss + self.vf_coef * v_loss - self.ent_coef * entropy
+        loss = pg_loss - self.ent_coef * entropy
         stats = {
             "ppo/policy_loss": pg_loss.detach(),
-            "ppo/value_loss": v_loss.detach(),
             "ppo/entropy": entropy.detach(),
             "ppo/clipfrac": pg_stats["clipfrac"],
             "ppo/approx_kl": pg_stats["approx_kl"],
             "ppo/ratio": pg_stats["ratio"],
-            "ppo/vf_clipfrac": v_stats["vf_clipfrac"],
         }
+        if self.needs_value_head:
+            v_loss, v_stats = clipped_value_loss(out.values, mb.values, mb.returns, mask, self.value_clip)
+            loss = loss + self.vf_coef * v_loss
+            stats["ppo/value_loss"] = v_loss.detach()
+            stats["ppo/vf_clipfrac"] = v_stats["vf_clipfrac"]
         return loss, stats
 
     def state_dict(self) -> dict:

@@ -305,9 +305,17 @@ class Trainer:
         counts: dict[str, int] = defaultdict(int)
         skipped = 0
         self.policy_value.train()
-        for _epoch in range(int(getattr(self.algo, "epochs", 1))):
+        epochs = int(getattr(self.algo, "epochs", 1))
+        early_stopped = 0.0
+        minibatches_done = 0
+        for _epoch in range(epochs):
+            if early_stopped:
+                break
             perm = torch.randperm(B, generator=gen)
             for mb_idx in torch.tensor_split(perm, n_mb):
+                if early_stopped:
+                    break
+                mb_kl_sum, mb_kl_n = 0.0, 0
                 micro_parts = [m for m in torch.tensor_split(mb_idx, min(n_micro, len(mb_idx))) if len(m)]
                 for k, micro_idx in enumerate(micro_parts):
                     mb = batch.select(micro_idx)
@@ -319,6 +327,11 @@ class Trainer:
                                                 temperature=batch.temperature, with_values=self.algo.needs_value_head)
                         loss, st = self.algo.loss(mb, out)
                         self.accelerator.backward(loss / len(micro_parts))
+                    with torch.no_grad():
+                        # approx_kl(π_old ‖ π) of this micro-batch, k3 (CleanRL), whatever the algorithm logs.
+                        logratio = out.logprobs.detach() - mb.logprobs
+                        mb_kl_sum += float(masked_mean(torch.exp(logratio) - 1 - logratio, mb.response_mask))
+                        mb_kl_n += 1
                     for key, v in st.items():
                         sums[key] += float(v)
                         counts[key] += 1
@@ -338,9 +351,23 @@ class Trainer:
                     counts["train/vf_grad_norm"] += 1
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
+                minibatches_done += 1
+                mb_kl = mb_kl_sum / max(mb_kl_n, 1)
+                if cfg.early_stop_kl > 0 and self.accelerator.num_processes > 1:
+                    # Every process must take the same number of updates (collectives): decide on the mean.
+                    mb_kl = float(self.accelerator.reduce(
+                        torch.tensor(mb_kl, device=self.accelerator.device), reduction="mean"))
+                sums["train/approx_kl"] += mb_kl
+                counts["train/approx_kl"] += 1
+                # CleanRL's target_kl: this minibatch was measured before its own update, so the policy has
+                # moved at least this far from the rollout policy; stop the step's remaining epochs.
+                if cfg.early_stop_kl > 0 and mb_kl > cfg.early_stop_kl:
+                    early_stopped = 1.0
         self.policy_value.eval()
         stats = {k: sums[k] / max(counts[k], 1) for k in sums}
         stats["train/skipped_updates"] = float(skipped)
+        stats["train/early_stopped"] = early_stopped
+        stats["train/minibatches_done"] = float(minibatches_done)
         if skipped:
             warnings.warn(f"step {step}: {skipped} optimizer update(s) skipped because the loss or gradients "
                           "were NaN/inf (weights unchanged by those updates)", RuntimeWarning, stacklevel=2)
@@ -457,6 +484,12 @@ class Trainer:
             stats["rollout/grammar_violating_samples"] = float((rejected.sum(-1) > 0).float().mean())
         rb = batch.reward_outputs
         outputs = getattr(rb, "outputs", None) or {}
+        stats.update(_outcome_stats(batch, outputs))
+        comps = {k: v.sum(-1).abs() for k, v in (batch.components or {}).items()}
+        if "kl" in comps:
+            # How much of the batch's reward the KL penalty is (1 = the task has no say any more).
+            total = sum(v.sum() for v in comps.values())
+            stats["reward/kl_share"] = float(comps["kl"].sum() / total) if float(total) > 0 else 0.0
         if "lint" in outputs:
             stats["rollout/lint_violations_per_sample"] = float(np.mean([len(o.diagnostics) for o in outputs["lint"]]))
         if "tests" in outputs:
@@ -821,6 +854,35 @@ def _per_token_algo_arrays(batch: RolloutBatch) -> dict[str, list[np.ndarray]]:
             rows = t.detach().float().cpu().numpy()
             out[name] = [rows[i, :n] for i, n in enumerate(lengths)]
     return out
+
+
+def _outcome_stats(batch: RolloutBatch, outputs: dict) -> dict[str, float]:
+    """The rollouts' task success (the verifiable outcome), executability (no runtime/robot error) and, with
+    several responses per prompt, the share of prompts that carry no group signal (all pass / all fail)."""
+    from densecode.rl.credit import no_signal_share
+    from densecode.rl.grpo import outcome_of
+
+    n = len(batch.responses)
+    infos = [{name: outs[i].info for name, outs in outputs.items() if i < len(outs)} for i in range(n)]
+    outcomes = [outcome_of(i) for i in infos]
+    stats: dict[str, float] = {}
+    if n and all(o is not None for o in outcomes):
+        t = torch.tensor(outcomes, dtype=torch.float32)
+        stats["rollout/task_success"] = float((t >= 1.0).float().mean())
+        stats["rollout/outcome_mean"] = float(t.mean())
+        if len(set(batch.prompt_index.tolist())) < n:
+            all_pass, all_fail = no_signal_share(t, batch.prompt_index.cpu())
+            stats["rollout/all_pass_prompts"] = all_pass
+            stats["rollout/all_fail_prompts"] = all_fail
+            stats["rollout/no_signal_prompts"] = all_pass + all_fail
+    judged = [i for i in infos if any(k in c for c in i.values() for k in ("python_errors", "exception"))]
+    if n and len(judged) == n:
+        def ran_cleanly(info: dict) -> bool:
+            return not any((c.get("python_errors") or 0) > 0 or (c.get("robot_errors") or 0) > 0
+                           or (c.get("exception") or 0) > 0 for c in info.values())
+
+        stats["rollout/executability"] = float(np.mean([ran_cleanly(i) for i in judged]))
+    return stats
 
 
 def _sampled_stop_token(response, tokenizer) -> int | None:

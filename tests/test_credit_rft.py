@@ -1,0 +1,189 @@
+"""Critic-free outcome credit (densecode/rl/credit.py), RFT (densecode/rl/rft.py), early stop on approx_kl."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from densecode.config import load_config
+from densecode.errors import DensecodeError
+from densecode.models import load_model_and_tokenizer
+from densecode.rl.credit import leave_one_out_baseline, no_signal_share, outcome_advantages, reward_to_go
+from densecode.rl.ppo import PPOAlgorithm
+from densecode.rl.rft import RFTAlgorithm, keep_mask, rft_loss
+from densecode.rl.trainer import Trainer
+
+TARGET = 48
+
+
+def test_leave_one_out_baseline_by_prompt_and_by_batch():
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    groups = torch.tensor([0, 0, 0, 1, 1, 1])
+    b = leave_one_out_baseline(r, groups)
+    assert torch.allclose(b, torch.tensor([0.0, 0.5, 0.5, 1.0, 1.0, 1.0]))
+    # One response per prompt: the other responses of the batch are the baseline.
+    b1 = leave_one_out_baseline(torch.tensor([1.0, 0.0, 0.5]), torch.tensor([0, 1, 2]))
+    assert torch.allclose(b1, torch.tensor([0.25, 0.75, 0.5]))
+    assert leave_one_out_baseline(torch.tensor([1.0]), torch.tensor([0])).tolist() == [0.0]
+
+
+def test_outcome_advantages_zero_for_agreeing_groups_and_same_on_every_token():
+    mask = torch.ones(4, 3)
+    mask[1, 2] = 0
+    adv, st = outcome_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1]), mask)
+    assert torch.all(adv[2:] == 0)  # group 1 all pass: no signal
+    assert adv[0, 0] > 0 and adv[1, 0] < 0
+    assert torch.allclose(adv[0], adv[0, :1].expand(3))  # the outcome term is on every token alike
+    assert adv[1, 2] == 0  # padding
+    assert st["all_pass_prompts"] == 0.5 and st["all_fail_prompts"] == 0.0
+
+
+def test_outcome_credit_is_length_neutral():
+    """Padding a response with neutral tokens (no KL) changes none of its tokens' advantages, and a longer
+    response with the same outcome gets the same per-token credit (no length bonus)."""
+    outcomes, groups = torch.tensor([1.0, 0.0]), torch.tensor([0, 0])
+    short = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.float32)
+    long = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.float32)
+    a_short, _ = outcome_advantages(outcomes, groups, short)
+    a_long, _ = outcome_advantages(outcomes, groups, long)
+    assert torch.allclose(a_long[0, :2], a_short[0, :2])
+    assert torch.allclose(a_long[1], a_short[1])
+    assert torch.allclose(a_long[0, 2:], a_short[0, :1].expand(2))
+
+
+def test_kl_enters_as_its_return_to_go():
+    mask = torch.ones(2, 3)
+    kl = torch.tensor([[-0.1, -0.2, -0.3], [0.0, 0.0, 0.0]])
+    assert torch.allclose(reward_to_go(kl, mask)[0], torch.tensor([-0.6, -0.5, -0.3]))
+    adv, st = outcome_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), mask, kl_rewards=kl,
+                                 whiten=False)
+    assert torch.allclose(adv[0], torch.tensor([0.4, 0.5, 0.7]))
+    assert torch.allclose(adv[1], torch.tensor([-1.0, -1.0, -1.0]))
+
+
+def test_no_signal_share():
+    r = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0])
+    assert no_signal_share(r, torch.tensor([0, 0, 1, 1, 2, 2])) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
+
+
+def test_rft_keeps_only_passing_responses_and_their_gradient():
+    keep = keep_mask(torch.tensor([1.0, 0.5, 0.0]), 1.0)
+    assert keep.tolist() == [1.0, 0.0, 0.0]
+    logp = torch.tensor([[-1.0, -2.0], [-3.0, -4.0], [-5.0, -6.0]], requires_grad=True)
+    mask = torch.ones(3, 2)
+    loss = rft_loss(logp, keep, mask)
+    assert loss.item() == pytest.approx(1.5)
+    loss.backward()
+    assert torch.all(logp.grad[1:] == 0) and torch.all(logp.grad[0] != 0)
+    assert rft_loss(logp.detach(), torch.zeros(3), mask).item() == 0.0
+
+
+# ------------------------------------------------------------------ end to end on the tiny test model
+
+
+class TargetTokenTask:
+    prompt = "x = "
+
+    def train_batch(self, n, seed):
+        return [self.prompt] * n, [{}] * n
+
+    def evaluate(self, model, tokenizer, *, n, seed):
+        from densecode.generation import generate
+
+        gens = generate(model, tokenizer, [self.prompt] * 48, n=1, max_new_tokens=6, temperature=1.0, seed=seed,
+                        progress=False)
+        ids = [t for g in gens for t in g.token_ids]
+        return {"target_frac": float(np.mean([t < TARGET for t in ids]))}
+
+
+class OutcomeReward:
+    """The outcome: 1 when at least half of the response's tokens are targets; reported as info['outcome']."""
+
+    def __init__(self, beta=0.0, graded=False):
+        self.weights = {"kl": beta}
+        self.graded = graded  # outcome = the share of target tokens (every group has a spread)
+
+    def set_weight(self, name, value):
+        self.weights[name] = value
+
+    def __call__(self, samples):
+        outs, totals, kls = [], [], []
+        for s in samples:
+            frac = float(np.mean([t < TARGET for t in s.token_ids])) if len(s.token_ids) else 0.0
+            outcome = frac if self.graded else float(frac >= 0.5)
+            kl = -self.weights["kl"] * (s.logprobs - s.ref_logprobs)
+            values = np.zeros(len(s.token_ids), dtype=np.float32)
+            if len(values):
+                values[-1] = outcome
+            outs.append(SimpleNamespace(values=values, diagnostics=[], info={"outcome": outcome}))
+            totals.append(values + kl)
+            kls.append(kl.astype(np.float32))
+        return SimpleNamespace(total=totals, components={"task": [o.values for o in outs], "kl": kls},
+                               outputs={"task": outs}, stats={})
+
+
+def _cfg(model_dir, tmp_path, *extra):
+    return load_config(None, [
+        f"model.name_or_path={model_dir}", "reward.weights={task: 1.0, kl: 0.0}", "reward.code_regions=completion",
+        "generation.max_new_tokens=6", "generation.top_p=1.0", "generation.batch_size=32", "train.batch_size=8",
+        "train.lr=3e-3", "algo.num_minibatches=2", "train.eval_every=0", "train.save_every=0",
+        f"train.output_dir={tmp_path}", *extra,
+    ])
+
+
+def _trainer(cfg, run_dir, algo, reward=None):
+    torch.manual_seed(0)
+    model, tok = load_model_and_tokenizer(cfg.model, None, device="cpu", for_training=True)
+    return Trainer(cfg, model=model, tokenizer=tok, task_source=TargetTokenTask(), reward_fn=reward or OutcomeReward(),
+                   algo=algo, run_dir=run_dir, progress=False)
+
+
+@pytest.mark.parametrize("algo_name", ["rft", "ppo-outcome"])
+def test_outcome_learners_learn_target_tokens(tiny_model_dir, tmp_path, algo_name):
+    if algo_name == "rft":
+        cfg = _cfg(tiny_model_dir, tmp_path, "algo.name=rft", "algo.rft.samples_per_prompt=4")
+        algo = RFTAlgorithm.from_config(cfg.algo, cfg.generation)
+    else:
+        cfg = _cfg(tiny_model_dir, tmp_path, "algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4",
+                   "algo.ppo.epochs=2")
+        algo = PPOAlgorithm.from_config(cfg.algo, cfg.generation)
+        assert not algo.needs_value_head
+    tr = _trainer(cfg, tmp_path, algo)
+    assert tr.unwrapped.critic is None and tr.unwrapped.value_head is None
+    before = tr.evaluate(0)["eval/target_frac"]
+    logs = [tr.train_step(s) for s in range(25)]
+    after = tr.evaluate(25)["eval/target_frac"]
+    assert after > before + 0.3, (before, after)
+    last = logs[-1]
+    assert last["rollout/task_success"] >= logs[0]["rollout/task_success"]
+    for key in ("rollout/outcome_mean", "rollout/no_signal_prompts", "train/approx_kl", "train/minibatches_done"):
+        assert key in last
+
+
+def test_early_stop_on_approx_kl(tiny_model_dir, tmp_path):
+    cfg = _cfg(tiny_model_dir, tmp_path, "algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4",
+               "algo.ppo.epochs=4", "algo.early_stop_kl=1e-6", "train.lr=1e-2")
+    tr = _trainer(cfg, tmp_path, PPOAlgorithm.from_config(cfg.algo, cfg.generation), OutcomeReward(graded=True))
+    st = tr.train_step(0)
+    assert st["train/early_stopped"] == 1.0
+    assert 1 <= st["train/minibatches_done"] < 8
+    cfg_off = _cfg(tiny_model_dir, tmp_path / "off", "algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4",
+                   "algo.ppo.epochs=4")
+    st_off = _trainer(cfg_off, tmp_path / "off", PPOAlgorithm.from_config(cfg_off.algo, cfg_off.generation),
+                      OutcomeReward(graded=True)).train_step(0)
+    assert st_off["train/early_stopped"] == 0.0 and st_off["train/minibatches_done"] == 8
+
+
+def test_bad_credit_and_rft_settings_are_config_errors(tmp_path):
+    from densecode.cli.train import build_algorithm
+    from densecode.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        load_config(None, ["algo.ppo.credit=outcomes"])
+    with pytest.raises(DensecodeError, match="samples_per_prompt"):
+        build_algorithm(load_config(None, ["algo.name=rft", "algo.rft.samples_per_prompt=0"]))
+    with pytest.raises(DensecodeError, match="samples_per_prompt"):
+        build_algorithm(load_config(None, ["algo.ppo.samples_per_prompt=0"]))
