@@ -37,6 +37,9 @@ class ModelConfig:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on GPUs that support it, else fp32)
     trust_remote_code: bool = False  # run a hub model's own modelling code (only for checkpoints you trust)
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower steps
+    # Train with the token embeddings and the LM head frozen (the transformer blocks learn; with LoRA the
+    # adapters already leave them alone).
+    freeze_embeddings: bool = False
     # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
     value_model: str = "shared"
 

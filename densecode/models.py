@@ -244,6 +244,13 @@ def _finish(model, tokenizer, model_cfg: ModelConfig, lora_cfg: LoraConfig | Non
     if lora_cfg is not None and lora_cfg.enabled:
         model = apply_lora(model, lora_cfg)
     if for_training:
+        if model_cfg.freeze_embeddings:
+            # Token embeddings and the LM head (tied in GPT-2-style models) stay as pretrained: an update of an
+            # output row raises that token everywhere, which on densecode-tiny replaced names copied from the
+            # instruction by frequent ones (docs/results.md, "RL that learns").
+            for emb in (model.get_input_embeddings(), model.get_output_embeddings()):
+                if emb is not None:
+                    emb.weight.requires_grad_(False)
         if model_cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
             if hasattr(model, "enable_input_require_grads"):

@@ -187,3 +187,48 @@ def test_bad_credit_and_rft_settings_are_config_errors(tmp_path):
         build_algorithm(load_config(None, ["algo.name=rft", "algo.rft.samples_per_prompt=0"]))
     with pytest.raises(DensecodeError, match="samples_per_prompt"):
         build_algorithm(load_config(None, ["algo.ppo.samples_per_prompt=0"]))
+
+
+# ------------------------------------------------------------------ summary.md diagnostics
+
+
+def test_diagnose_names_the_known_failure_patterns():
+    from densecode.rl.report import diagnose
+
+    flat = [{"step": s, "ppo/clipfrac": 0.0, "train/approx_kl": 1e-6, "objective/kl": 0.05 + 0.01 * s,
+             "rollout/task_success": 0.33, "rollout/outcome_mean": 0.33 - 0.002 * s,
+             "reward/sequence_mean": 0.2 - 0.002 * s, "reward/kl_share": 0.1} for s in range(40)]
+    text = " ".join(diagnose(flat))
+    for pattern in ("updates too small", "drift", "task reward falling", "reward falling"):
+        assert pattern in text
+    learning = [{"step": s, "ppo/clipfrac": 0.05, "train/approx_kl": 0.01, "objective/kl": 0.05 + 0.01 * s,
+                 "rollout/task_success": 0.3 + 0.005 * s, "rollout/outcome_mean": 0.3 + 0.005 * s,
+                 "reward/sequence_mean": 0.2 + 0.003 * s} for s in range(40)]
+    assert diagnose(learning) == []
+
+
+def test_summary_reports_before_after_with_a_paired_interval(tmp_path):
+    import json
+
+    from densecode.rl.report import paired_interval, write_summary
+
+    mean, lo, hi = paired_interval([0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    assert mean == pytest.approx(0.5) and lo < 0.5 < hi
+    rows = [{"step": 0, "pass": "greedy", "values": [0.0] * 50 + [1.0] * 50},
+            {"step": 40, "pass": "greedy", "values": [1.0] * 80 + [0.0] * 20}]
+    (tmp_path / "eval_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": 1, "ppo/clipfrac": 0.0,
+                                                        "train/approx_kl": 0.0}) + "\n")
+    text = write_summary(tmp_path).read_text()
+    assert "| greedy | 0.500 | 0.800 | +0.300 [" in text
+    assert "## Diagnostics" in text and "updates too small" in text
+
+
+def test_freeze_embeddings_leaves_the_embeddings_out_of_the_update(tiny_model_dir):
+    from densecode.config import ModelConfig
+
+    model, _ = load_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir), freeze_embeddings=True),
+                                        None, device="cpu", for_training=True)
+    assert not model.get_input_embeddings().weight.requires_grad
+    assert not model.get_output_embeddings().weight.requires_grad
+    assert any(p.requires_grad for p in model.parameters())

@@ -45,7 +45,7 @@ def test_pass_at_k_rejects_bad_arguments_and_averages():
     with pytest.raises(ValueError):
         passk.pass_at_k(3, 1, 4)
     assert passk.mean_pass_at_k([10, 10], [3, 0], 1) == pytest.approx(0.15)
-    assert passk.ks_for(1) == [1] and passk.ks_for(10) == [1, 5, 10]
+    assert passk.ks_for(1) == [1] and passk.ks_for(10) == [1, 4, 5, 10] and passk.ks_for(16) == [1, 4, 5, 10, 16]
 
 
 # ------------------------------------------------------------------ extraction

@@ -61,7 +61,9 @@ def configure(parser) -> None:
                              "root, benchmark/ or benchmark/tasks); default: the dataset hub")
     parser.add_argument("--split", default="test", choices=mbpp_mod.SPLIT_CHOICES,
                         help="MBPP task-id split (test = 11-510) or robotics split (test/validation/train)")
-    parser.add_argument("--n", type=int, default=1, help="samples per task (pass@k for k <= n)")
+    parser.add_argument("--n", "--samples", dest="n", type=int, default=1,
+                        help="samples per task (pass@k for k <= n; --samples 16 --temperature 1.0 gives the headroom "
+                             "pass@1/4/16 that RL can sharpen towards)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--max-new-tokens", type=int, default=512)
