@@ -61,6 +61,45 @@ def before_after(run_dir: Path) -> dict:
     return row
 
 
+def eval_task_values(run_dir: Path) -> dict[str, dict[int, list[float]]]:
+    """Per eval pass (greedy, sampled): {step: per-task values} from the run's eval_tasks.jsonl."""
+    path = run_dir / "eval_tasks.jsonl"
+    out: dict[str, dict[int, list[float]]] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out.setdefault(r["pass"], {})[int(r["step"])] = [float(v) for v in r["values"]]
+    return out
+
+
+def paired_gains(run_dirs: list[Path], n_boot: int = 2000) -> dict[str, dict]:
+    """After − before per eval pass, paired over seeds x tasks (every run evaluates the same tasks at its first
+    and last eval), with the two-way bootstrap interval of densecode.eval.paired_bootstrap."""
+    import numpy as np
+
+    from densecode.eval.paired_bootstrap import compare_arms
+
+    per_run = [eval_task_values(d) for d in run_dirs]
+    out = {}
+    for name in sorted(set.intersection(*(set(r) for r in per_run)) if per_run else []):
+        before, after = [], []
+        for r in per_run:
+            steps = sorted(r[name])
+            before.append([r[name][steps[0]]])
+            after.append([r[name][steps[-1]]])
+        if len({len(b[0]) for b in before} | {len(a[0]) for a in after}) != 1:
+            continue
+        res = compare_arms({"before": np.array(before), "after": np.array(after)}, [0], baseline="before",
+                           n_boot=n_boot)
+        d = res["differences"]["after"]
+        per_seed = [float(np.mean(a[0]) - np.mean(b[0])) for a, b in zip(after, before)]
+        out[name] = {"before": res["arms"]["before"]["mean"][0], "after": res["arms"]["after"]["mean"][0],
+                     "gain": d["mean"][0], "lo": d["lo"][0], "hi": d["hi"][0], "per_seed_gain": per_seed,
+                     "tasks": res["n_tasks"], "seeds": res["n_seeds"]}
+    return out
+
+
 def mean_sd(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.3f}"
@@ -177,6 +216,11 @@ def main() -> int:
         summary[n] = {"before": before, "after": after}
         print(f"{n:<14} before {mean_sd(before):<16} after {mean_sd(after):<16} "
               f"gain {mean_sd([a - b for a, b in zip(after, before)])}  (n={len(rows)})")
+    paired = paired_gains(run_dirs)
+    for name, g in paired.items():
+        print(f"paired {name:<8} {g['before']:.3f} -> {g['after']:.3f}  gain {g['gain']:+.3f} "
+              f"[{g['lo']:+.3f}, {g['hi']:+.3f}] (95%, {g['seeds']} seeds x {g['tasks']} tasks; per seed "
+              + " ".join(f"{x:+.3f}" for x in g["per_seed_gain"]) + ")")
     checks = {}
     if args.check_tasks:
         base = check(args.domain, base_model(args.overrides), args.check_tasks)
@@ -189,7 +233,7 @@ def main() -> int:
                   f"gain {mean_sd([a - before for a in after])}")
     if args.json:
         Path(args.json).write_text(json.dumps({"domain": args.domain, "runs": rows, "summary": summary,
-                                               "check": checks, "wall_s": wall}, indent=1))
+                                               "paired": paired, "check": checks, "wall_s": wall}, indent=1))
     return 0
 
 

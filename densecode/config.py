@@ -249,6 +249,9 @@ class TrainingConfig:
     rollouts_every: int = 10
     mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
     num_threads: int = 0  # torch CPU threads; 0 = leave torch's default
+    # Score the frozen reference every step to log KL(π ‖ π_ref) (objective/kl) even when no reward or loss term
+    # uses it: drift is the first thing to look at when a run does not learn. One no-grad forward pass per step.
+    log_reference_kl: bool = True
 
 
 @dataclass

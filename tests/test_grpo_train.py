@@ -75,8 +75,11 @@ def test_kl_loss_term_gets_reference_logprobs(tiny_model_dir, tmp_path):
     assert algo.needs_reference and trainer.reference is not None
     st = trainer.train_step(0)
     assert st["grpo/kl_ref"] > 0.0  # 0 on the first epoch, > 0 once the first update moved the policy
+    # Without a KL term the reference is still scored for the drift diagnostic (objective/kl), unless switched off.
     no_kl, _ = _trainer(tiny_model_dir, tmp_path, [])
-    assert no_kl.reference is None
+    assert no_kl.reference is not None and "objective/kl" in no_kl.train_step(0)
+    off, _ = _trainer(tiny_model_dir, tmp_path, ["train.log_reference_kl=false"])
+    assert off.reference is None
 
 
 @pytest.mark.slow

@@ -190,6 +190,9 @@ class Trainer:
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
         # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
         needs_ref = _kl_weight(reward_fn, cfg) > 0 or getattr(algo, "needs_reference", False)
+        # KL to the reference is a diagnostic of every run (drift), so the reference is scored even when no
+        # reward or loss term uses it, unless train.log_reference_kl is off.
+        needs_ref = needs_ref or bool(cfg.train.log_reference_kl)
         # A task source with per-sample KL loss weights (a multi-task run's beta_k) needs the reference too.
         self._kl_loss_hook = (getattr(task_source, "kl_loss_coefs", None) if hasattr(algo, "kl_coef") else None)
         if self._kl_loss_hook is not None and hasattr(task_source, "uses_kl_loss"):

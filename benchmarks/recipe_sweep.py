@@ -1,0 +1,148 @@
+"""The robotics recipe sweep (issue "RL that clearly learns"): one training run per arm on the VALIDATION split.
+
+Each arm is `densecode train --domain robotics` with a few `--set` overrides (ARMS below), seed 0, its held-out
+eval on 300 validation tasks (never the test split: that is for the final numbers, benchmarks/rl_seeds.py). The
+table gives, per arm, greedy and sampled (T=1.0) success before → after with the paired 95% interval of the change
+over the 300 tasks (one seed: task noise only), the training rollouts' task success (first vs last 5 steps),
+KL to the reference and entropy over the last 5 steps, and the run's wall time. Finished runs are reused.
+
+    python benchmarks/recipe_sweep.py --parallel 2 --workdir runs/sweep           # every arm
+    python benchmarks/recipe_sweep.py --arms rft-lr1e-4 outcome-p1 --workdir runs/sweep
+    python benchmarks/recipe_sweep.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# The arms, as overrides of configs/robotics.yaml. Each spells out every setting it changes from the
+# reference arm `gae` (the recipe before the sweep) so the arm means the same whatever the default is.
+GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch_size=64", "train.lr=2e-5",
+       "generation.top_p=0.95", "train.steps=40", "reward.weights.kl=0.2"]
+OUTCOME = ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", "train.batch_size=16"]
+RFT = ["algo.name=rft", "algo.rft.samples_per_prompt=4", "train.batch_size=16"]
+ARMS: dict[str, list[str]] = {
+    "gae": GAE,
+    "outcome-lr1e-4": GAE + OUTCOME + ["train.lr=1e-4"],
+    "outcome-lr3e-5": GAE + OUTCOME + ["train.lr=3e-5"],
+    "outcome-lr5e-5-frozen-emb": GAE + OUTCOME + ["train.lr=5e-5", "model.freeze_embeddings=true"],
+    "outcome-lr3e-5-T0.7": GAE + OUTCOME + ["train.lr=3e-5", "generation.temperature=0.7"],
+    "outcome-lr3e-5-100steps": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100"],
+    "outcome-lr3e-5-2epochs": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "algo.ppo.epochs=2",
+                                               "algo.early_stop_kl=0.02"],
+    "outcome-lr3e-5-kl1.0": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "reward.weights.kl=1.0"],
+    "outcome-p1": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0"],
+    "outcome-p1-kl0": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
+                                       "reward.weights.kl=0"],
+    "outcome-p1-k8": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
+                                      "algo.ppo.samples_per_prompt=8", "train.batch_size=8"],
+    "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
+    "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
+}
+EVAL = ["tasks.eval_split=validation", "train.eval_tasks=300", "train.eval_every=20", "train.save_every=20"]
+
+
+def run_dir_done(run_dir: Path) -> bool:
+    from densecode.rl.report import read_metrics
+
+    cfg = run_dir / "config.yaml"
+    if not cfg.is_file():
+        return False
+    import yaml
+
+    steps = int((yaml.safe_load(cfg.read_text()) or {}).get("train", {}).get("steps", 0))
+    _, evals = read_metrics(run_dir)
+    return bool(evals) and max(r["step"] for r in evals) >= steps
+
+
+def command(arm: str, run_dir: Path, seed: int) -> list[str]:
+    cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", "robotics", "--no-progress",
+           "--output-dir", str(run_dir)]
+    if (run_dir / "config.yaml").is_file():
+        cmd += ["--resume", str(run_dir)]  # a killed run continues with its own config
+    else:
+        for item in [*ARMS[arm], *EVAL, f"train.seed={seed}"]:
+            cmd += ["--set", item]
+    return cmd
+
+
+def row(arm: str, run_dir: Path) -> dict:
+    from densecode.rl.report import _eval_task_rows, _window_means, paired_interval, read_metrics
+
+    train, evals = read_metrics(run_dir)
+    tasks = _eval_task_rows(run_dir)
+    out = {"arm": arm, "steps": train[-1]["step"] if train else 0,
+           "wall_min": (train[-1].get("elapsed_s", 0.0) / 60) if train else 0.0}
+    for p in ("greedy", "sampled"):
+        steps = sorted(s for s, q in tasks if q == p)
+        a, b = tasks[(steps[0], p)], tasks[(steps[-1], p)]
+        mean, lo, hi = paired_interval(a, b)
+        out[p] = {"before": sum(a) / len(a), "after": sum(b) / len(b), "gain": mean, "lo": lo, "hi": hi}
+    for key, name in (("rollout/task_success", "rollout_success"), ("objective/kl", "kl"),
+                      ("ppo/entropy", "entropy"), ("rft/entropy", "entropy")):
+        fl = _window_means(train, key, 5)
+        if fl is not None:
+            out[name] = fl
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| arm | steps | greedy before → after | change [95%] | T=1.0 before → after | change [95%] | "
+             "rollout success first 5 → last 5 | KL last 5 | entropy last 5 | wall |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        g, s = r["greedy"], r["sampled"]
+        rs = r.get("rollout_success", (float("nan"),) * 2)
+        lines.append(
+            f"| {r['arm']} | {r['steps']} | {g['before']:.3f} → {g['after']:.3f} | {g['gain']:+.3f} [{g['lo']:+.3f}, "
+            f"{g['hi']:+.3f}] | {s['before']:.3f} → {s['after']:.3f} | {s['gain']:+.3f} [{s['lo']:+.3f}, "
+            f"{s['hi']:+.3f}] | {rs[0]:.3f} → {rs[1]:.3f} | {r.get('kl', (0, float('nan')))[1]:.2f} | "
+            f"{r.get('entropy', (0, float('nan')))[1]:.3f} | {r['wall_min']:.1f} min |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), metavar="ARM")
+    parser.add_argument("--workdir", default="runs/recipe_sweep")
+    parser.add_argument("--parallel", type=int, default=1, help="trainings at once (each uses ~1 core)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--list", action="store_true", help="print the arms and their overrides")
+    parser.add_argument("--json", default=None, help="also write the rows here")
+    args = parser.parse_args()
+    if args.list:
+        for name, sets in ARMS.items():
+            print(f"{name}: " + " ".join(f"--set {s}" for s in sets))
+        return 0
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    pending = [a for a in args.arms if not run_dir_done(workdir / a)]
+    running: list[tuple[subprocess.Popen, str]] = []
+    while pending or running:
+        while pending and len(running) < max(1, args.parallel):
+            arm = pending.pop(0)
+            cmd = command(arm, workdir / arm, args.seed)
+            print("$", " ".join(cmd), flush=True)
+            log = open(workdir / f"{arm}.log", "a")  # noqa: SIM115 - the child keeps it open
+            running.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), arm))
+        time.sleep(2)
+        for proc, arm in list(running):
+            if proc.poll() is not None:
+                running.remove((proc, arm))
+                if proc.returncode != 0:
+                    print(f"{arm} failed (exit {proc.returncode}); log: {workdir / arm}.log")
+                    return 1
+    rows = [row(a, workdir / a) for a in args.arms]
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
