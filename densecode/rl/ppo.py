@@ -243,8 +243,9 @@ class PPOAlgorithm:
         batch.advantages = advantages
         batch.returns = None
         stats = {f"ppo/{k}": v for k, v in st.items()}
-        stats["ppo/advantages_raw_mean"] = float(masked_mean(advantages, mask))
-        stats["ppo/advantages_raw_std"] = float(masked_var(advantages, mask).sqrt())
+        # After whitening (the sd before it is ppo/outcome_adv_std).
+        stats["ppo/advantages_mean"] = float(masked_mean(advantages, mask))
+        stats["ppo/advantages_std"] = float(masked_var(advantages, mask).sqrt())
         return stats
 
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

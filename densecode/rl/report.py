@@ -34,7 +34,8 @@ DIAGNOSTICS = [
     ("ppo/clipfrac", "clipfrac"),
     ("train/approx_kl", "approx_kl (policy vs rollout policy)"),
     ("ppo/entropy", "entropy (nats per token)"),
-    ("ppo/advantages_raw_std", "advantage sd (before whitening)"),
+    ("ppo/advantages_raw_std", "advantage sd (GAE, before whitening)"),
+    ("ppo/outcome_adv_std", "outcome advantage sd (before whitening)"),
     ("ppo/value_loss", "value loss"),
     ("ppo/explained_variance", "explained variance"),
     *[(f"ppo/explained_variance_fifth{k}", f"explained variance, fifth {k}") for k in range(1, 6)],
@@ -133,7 +134,8 @@ def diagnose(train: list[dict], w: int = 5) -> list[str]:
     clip, akl = m.get("ppo/clipfrac"), m.get("train/approx_kl") or _window_means(train, "ppo/approx_kl", w)
     if clip is not None and akl is not None and max(clip) < 1e-3 and max(akl) < 1e-4:
         flags.append(f"**updates too small**: clipfrac {clip[1]:.4f} and approx_kl {akl[1]:.2e} (last {w} steps) — "
-                     "the policy hardly moves within a step; a larger learning rate or more epochs moves it")
+                     "the policy hardly moves within a step; a larger learning rate or more epochs moves it further (watch "
+                     "the entropy: on densecode-tiny both collapsed the policy, docs/results.md)")
     kl, task = m.get("objective/kl"), m.get("rollout/task_success") or m.get("rollout/outcome_mean")
     if kl is not None and task is not None and kl[1] > max(2 * kl[0], 0.1) and task[1] - task[0] < 0.02:
         flags.append(f"**drift**: KL to the reference {kl[0]:.3f} → {kl[1]:.3f} while the rollouts' task success "
