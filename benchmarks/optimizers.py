@@ -142,7 +142,10 @@ def variant_spec(name: str, seed: int, args, out: Path):
     else:
         overrides.append(f"train.batch_size={args.responses_per_step}")
     extra_args = ["--model", args.model] if args.model else []
-    return RunSpec(name=f"{name}-seed{seed}", run_dir=out / f"{name}-seed{seed}", config=f"{args.domain}{suffix}",
+    # The published comparison ran PPO on the GAE recipe (robotics-gae.yaml, robotics.yaml before its outcome-credit
+    # default); robotics-grpo.yaml is based on it.
+    config = "robotics-gae" if args.domain == "robotics" and not suffix else f"{args.domain}{suffix}"
+    return RunSpec(name=f"{name}-seed{seed}", run_dir=out / f"{name}-seed{seed}", config=config,
                    steps=args.steps, overrides=overrides + list(extra) + list(args.set or []), extra_args=extra_args)
 
 

@@ -44,7 +44,7 @@ class Fixed(RewardComponent):
 
 def test_robotics_ablation_arms_move_one_component_each():
     bench = load_bench()
-    cfg = bench.load_cfg("robotics", [])
+    cfg = bench.load_cfg(bench.PUBLISHED_CONFIGS["robotics"], [])  # the GAE recipe the comparison ran on
     arms = bench.arms_for(cfg, ablation=True)
     assert set(arms) == {"dense", "sparse", "last-lint", "last-syntax", "last-sim", "spread-each", "spread-last"}
     # configs/robotics.yaml uses spread: split for sim, syntax and lint: the spread arms set all three alike.
@@ -53,7 +53,7 @@ def test_robotics_ablation_arms_move_one_component_each():
                                                         for c in ("lint", "sim", "syntax")]
     assert bench.arms_for(cfg, ablation=False) == {"dense": ["reward.mode=dense"], "sparse": ["reward.mode=sparse"]}
     # The arm's config, loaded as `densecode train` loads it, keeps every component but syntax per token ...
-    arm_cfg = bench.load_cfg("robotics", arms["last-syntax"])
+    arm_cfg = bench.load_cfg(bench.PUBLISHED_CONFIGS["robotics"], arms["last-syntax"])
     assert arm_cfg.reward.mode == "sparse" and sorted(arm_cfg.reward.sparse_keep_dense) == ["kl", "lint", "sim"]
     # ... so the assembler moves exactly the syntax values to the last token.
     comps = {"lint": Fixed([0, -1, 0, 0]), "syntax": Fixed([0.5, 0, -1, 0]), "sim": Fixed([0.2, 0.2, 0.2, 0.2]),
