@@ -100,6 +100,24 @@ def paired_gains(run_dirs: list[Path], n_boot: int = 2000) -> dict[str, dict]:
     return out
 
 
+def paired_versus(run_dirs: list[Path], other_dirs: list[Path], n_boot: int = 2000) -> dict[str, dict]:
+    """This set of runs − another set at their last eval (seed i paired with seed i, same tasks), per eval pass."""
+    import numpy as np
+
+    from densecode.eval.paired_bootstrap import compare_arms
+
+    out = {}
+    mine, theirs = [eval_task_values(d) for d in run_dirs], [eval_task_values(d) for d in other_dirs]
+    for name in sorted(set.intersection(*(set(r) for r in mine + theirs))):
+        a = np.array([[r[name][max(r[name])]] for r in mine])
+        b = np.array([[r[name][max(r[name])]] for r in theirs])
+        if a.shape != b.shape:
+            continue
+        d = compare_arms({"these": a, "other": b}, [0], baseline="other", n_boot=n_boot)["differences"]["these"]
+        out[name] = {"diff": d["mean"][0], "lo": d["lo"][0], "hi": d["hi"][0]}
+    return out
+
+
 def mean_sd(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.3f}"
@@ -174,6 +192,9 @@ def main() -> int:
     parser.add_argument("--workdir", default=None, help="where run directories go (default: a temp dir)")
     parser.add_argument("--summarize", nargs="+", default=None, metavar="RUN_DIR",
                         help="only summarise existing run directories, train nothing")
+    parser.add_argument("--versus", nargs="+", default=None, metavar="RUN_DIR",
+                        help="other finished runs, one per seed in the same order: print these − those at the last "
+                             "eval with the paired seeds x tasks interval (e.g. the RFT runs at equal samples)")
     parser.add_argument("--json", default=os.environ.get("DENSECODE_BENCH_JSON"))
     args = parser.parse_args()
 
@@ -221,6 +242,9 @@ def main() -> int:
         print(f"paired {name:<8} {g['before']:.3f} -> {g['after']:.3f}  gain {g['gain']:+.3f} "
               f"[{g['lo']:+.3f}, {g['hi']:+.3f}] (95%, {g['seeds']} seeds x {g['tasks']} tasks; per seed "
               + " ".join(f"{x:+.3f}" for x in g["per_seed_gain"]) + ")")
+    versus = paired_versus(run_dirs, [Path(p) for p in args.versus]) if args.versus else {}
+    for name, g in versus.items():
+        print(f"versus {name:<8} these - those {g['diff']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] (95%, paired)")
     checks = {}
     if args.check_tasks:
         base = check(args.domain, base_model(args.overrides), args.check_tasks)
