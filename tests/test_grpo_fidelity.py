@@ -368,8 +368,8 @@ def test_grpo_with_a_reward_kl_weight_is_a_clear_error(capsys, tiny_model_dir, t
 
     common = ["train", "--model", str(tiny_model_dir), "--no-progress", "--steps", "1",
               "--set", "train.num_threads=1", "--set", "train.eval_every=0", "--set", "algo.name=grpo"]
-    # robotics.yaml is a PPO config with reward.weights.kl 0.2
-    rc = main(common + ["--config", "robotics", "--output-dir", str(tmp_path / "a")])
+    # robotics-gae.yaml is a PPO config with reward.weights.kl 0.2
+    rc = main(common + ["--config", "robotics-gae", "--output-dir", str(tmp_path / "a")])
     err = capsys.readouterr().err
     assert rc == 2 and "reward.weights.kl=0" in err and "allow_reward_kl" in err
 
@@ -385,10 +385,10 @@ def test_grpo_reward_kl_allowed_on_request(tiny_model_dir, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     kw = {"model": model, "tokenizer": tok, "task_source": None, "reward_fn": None, "run_dir": tmp_path / "r",
           "progress": False}
-    cfg = load_config("robotics", ["algo.name=grpo"])
+    cfg = load_config("robotics-gae", ["algo.name=grpo"])  # a PPO config with reward.weights.kl 0.2
     with pytest.raises(DensecodeError, match="beta = 0"):
         Trainer(cfg, algo=GRPOAlgorithm.from_config(cfg.algo, cfg.generation), **kw)
-    cfg = load_config("robotics", ["algo.name=grpo", "algo.grpo.allow_reward_kl=true"])
+    cfg = load_config("robotics-gae", ["algo.name=grpo", "algo.grpo.allow_reward_kl=true"])
     trainer = Trainer(cfg, algo=GRPOAlgorithm.from_config(cfg.algo, cfg.generation), **kw)
     assert trainer.reference is not None  # the reward's KL needs reference log-probs
 
