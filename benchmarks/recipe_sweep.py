@@ -41,6 +41,11 @@ ARMS: dict[str, list[str]] = {
                                        "reward.weights.kl=0"],
     "outcome-p1-k8": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
                                       "algo.ppo.samples_per_prompt=8", "train.batch_size=8"],
+    "outcome-p1-kl0-neg0.5": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
+                                              "reward.weights.kl=0", "algo.ppo.negative_scale=0.5"],
+    "outcome-p1-kl0-neg0": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
+                                            "reward.weights.kl=0", "algo.ppo.negative_scale=0"],
+    "rft-p1-kl0": GAE + RFT + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0"],
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
 }

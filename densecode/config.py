@@ -113,6 +113,9 @@ class PPOConfig:
     credit: str = "gae"
     samples_per_prompt: int = 1  # responses per prompt (the outcome credit's leave-one-out baseline)
     lam_critic: float | None = None  # λ of the critic's return targets apart from the policy's (VC-PPO: 1.0)
+    # outcome credit: the weight of the advantage of responses below their baseline (1 = plain; 0 = only the
+    # responses above it are reinforced, RFT-like). Pushing failures down raised the entropy of densecode-tiny.
+    negative_scale: float = 1.0
 
 
 @dataclass

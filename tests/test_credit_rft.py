@@ -232,3 +232,13 @@ def test_freeze_embeddings_leaves_the_embeddings_out_of_the_update(tiny_model_di
     assert not model.get_input_embeddings().weight.requires_grad
     assert not model.get_output_embeddings().weight.requires_grad
     assert any(p.requires_grad for p in model.parameters())
+
+
+def test_negative_scale_weighs_below_baseline_responses():
+    mask = torch.ones(2, 2)
+    out, groups = torch.tensor([1.0, 0.0]), torch.tensor([0, 0])
+    plain, _ = outcome_advantages(out, groups, mask, whiten=False)
+    half, _ = outcome_advantages(out, groups, mask, whiten=False, negative_scale=0.5)
+    none, _ = outcome_advantages(out, groups, mask, whiten=False, negative_scale=0.0)
+    assert torch.allclose(plain[1], torch.tensor([-1.0, -1.0])) and torch.allclose(half[1], torch.tensor([-0.5, -0.5]))
+    assert torch.all(none[1] == 0) and torch.allclose(none[0], plain[0])

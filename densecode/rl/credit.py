@@ -60,11 +60,14 @@ def no_signal_share(outcomes: torch.Tensor, prompt_index: torch.Tensor) -> tuple
 
 @torch.no_grad()
 def outcome_advantages(outcomes: torch.Tensor, prompt_index: torch.Tensor, mask: torch.Tensor,
-                       kl_rewards: torch.Tensor | None = None, whiten: bool = True,
+                       kl_rewards: torch.Tensor | None = None, whiten: bool = True, negative_scale: float = 1.0,
                        eps: float = 1e-6) -> tuple[torch.Tensor, dict[str, float]]:
-    """A_t [B, T] of the `outcome` credit (module docstring) and its statistics."""
+    """A_t [B, T] of the `outcome` credit (module docstring) and its statistics. `negative_scale` multiplies the
+    outcome advantage of responses below their baseline (1 = plain; 0 = only responses above it are reinforced)."""
     outcomes = outcomes.float().to(mask.device)
     seq_adv = outcomes - leave_one_out_baseline(outcomes.cpu(), prompt_index.cpu()).to(mask.device)
+    if negative_scale != 1.0:
+        seq_adv = torch.where(seq_adv < 0, seq_adv * float(negative_scale), seq_adv)
     advantages = seq_adv[:, None] * mask
     if kl_rewards is not None:
         advantages = advantages + reward_to_go(kl_rewards.float(), mask)

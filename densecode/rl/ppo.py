@@ -171,6 +171,7 @@ class PPOAlgorithm:
     credit: str = "gae"
     samples_per_prompt: int = 1  # responses per prompt (the outcome credit's baseline is the others' mean)
     lam_critic: float | None = None  # λ of the critic's return targets (VC-PPO: 1.0); None = lam
+    negative_scale: float = 1.0  # outcome credit: weight of below-baseline responses' advantage
 
     name = "ppo"
 
@@ -204,6 +205,7 @@ class PPOAlgorithm:
             credit=ppo.credit,
             samples_per_prompt=ppo.samples_per_prompt,
             lam_critic=ppo.lam_critic,
+            negative_scale=ppo.negative_scale,
         )
 
     def sampling_temperature(self, step: int) -> float:
@@ -239,7 +241,7 @@ class PPOAlgorithm:
         outcomes = sequence_rewards(batch, "outcome")
         kl = batch.components.get("kl")
         advantages, st = outcome_advantages(outcomes, batch.prompt_index, mask, kl_rewards=kl,
-                                            whiten=self.whiten_advantages)
+                                            whiten=self.whiten_advantages, negative_scale=self.negative_scale)
         batch.advantages = advantages
         batch.returns = None
         stats = {f"ppo/{k}": v for k, v in st.items()}
