@@ -77,10 +77,10 @@ def command(arm: str, run_dir: Path, seed: int) -> list[str]:
 
 
 def row(arm: str, run_dir: Path) -> dict:
-    from densecode.rl.report import _eval_task_rows, _window_means, paired_interval, read_metrics
+    from densecode.rl.report import eval_task_rows, window_means, paired_interval, read_metrics
 
     train, evals = read_metrics(run_dir)
-    tasks = _eval_task_rows(run_dir)
+    tasks = eval_task_rows(run_dir)
     out = {"arm": arm, "steps": train[-1]["step"] if train else 0,
            "wall_min": (train[-1].get("elapsed_s", 0.0) / 60) if train else 0.0}
     for p in ("greedy", "sampled"):
@@ -90,7 +90,7 @@ def row(arm: str, run_dir: Path) -> dict:
         out[p] = {"before": sum(a) / len(a), "after": sum(b) / len(b), "gain": mean, "lo": lo, "hi": hi}
     for key, name in (("rollout/task_success", "rollout_success"), ("objective/kl", "kl"),
                       ("ppo/entropy", "entropy"), ("rft/entropy", "entropy")):
-        fl = _window_means(train, key, 5)
+        fl = window_means(train, key, 5)
         if fl is not None:
             out[name] = fl
     return out

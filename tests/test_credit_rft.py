@@ -15,8 +15,7 @@ from densecode.rl.credit import leave_one_out_baseline, no_signal_share, outcome
 from densecode.rl.ppo import PPOAlgorithm
 from densecode.rl.rft import RFTAlgorithm, keep_mask, rft_loss
 from densecode.rl.trainer import Trainer
-
-TARGET = 48
+from test_train import TARGET, TargetTokenTask
 
 
 def test_leave_one_out_baseline_by_prompt_and_by_batch():
@@ -82,21 +81,6 @@ def test_rft_keeps_only_passing_responses_and_their_gradient():
 
 
 # ------------------------------------------------------------------ end to end on the tiny test model
-
-
-class TargetTokenTask:
-    prompt = "x = "
-
-    def train_batch(self, n, seed):
-        return [self.prompt] * n, [{}] * n
-
-    def evaluate(self, model, tokenizer, *, n, seed):
-        from densecode.generation import generate
-
-        gens = generate(model, tokenizer, [self.prompt] * 48, n=1, max_new_tokens=6, temperature=1.0, seed=seed,
-                        progress=False)
-        ids = [t for g in gens for t in g.token_ids]
-        return {"target_frac": float(np.mean([t < TARGET for t in ids]))}
 
 
 class OutcomeReward:

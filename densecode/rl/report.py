@@ -119,7 +119,7 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
     return out
 
 
-def _window_means(train: list[dict], key: str, w: int) -> tuple[float, float] | None:
+def window_means(train: list[dict], key: str, w: int) -> tuple[float, float] | None:
     vals = [r[key] for r in train if _finite(r.get(key))]
     if not vals:
         return None
@@ -130,8 +130,8 @@ def _window_means(train: list[dict], key: str, w: int) -> tuple[float, float] | 
 def diagnose(train: list[dict], w: int = 5) -> list[str]:
     """The known failure patterns of a run, in plain words with the numbers that triggered them."""
     flags = []
-    m = {k: _window_means(train, k, w) for k, _ in DIAGNOSTICS}
-    clip, akl = m.get("ppo/clipfrac"), m.get("train/approx_kl") or _window_means(train, "ppo/approx_kl", w)
+    m = {k: window_means(train, k, w) for k, _ in DIAGNOSTICS}
+    clip, akl = m.get("ppo/clipfrac"), m.get("train/approx_kl") or window_means(train, "ppo/approx_kl", w)
     if clip is not None and akl is not None and max(clip) < 1e-3 and max(akl) < 1e-4:
         flags.append(f"**updates too small**: clipfrac {clip[1]:.4f} and approx_kl {akl[1]:.2e} (last {w} steps) — "
                      "the policy hardly moves within a step; a larger learning rate or more epochs moves it further (watch "
@@ -165,7 +165,7 @@ def paired_interval(before: list[float], after: list[float]) -> tuple[float, flo
     return mean, mean - half, mean + half
 
 
-def _eval_task_rows(run_dir: Path) -> dict[tuple[int, str], list[float]]:
+def eval_task_rows(run_dir: Path) -> dict[tuple[int, str], list[float]]:
     path = run_dir / "eval_tasks.jsonl"
     rows: dict[tuple[int, str], list[float]] = {}
     if not path.is_file():
@@ -182,7 +182,7 @@ def _eval_task_rows(run_dir: Path) -> dict[tuple[int, str], list[float]]:
 def before_after_lines(run_dir: Path) -> list[str]:
     """Per eval pass (greedy, sampled): the first and last eval's score on the same tasks and the paired 95%
     interval of the change over tasks (one training seed: the task part of the noise only)."""
-    rows = _eval_task_rows(run_dir)
+    rows = eval_task_rows(run_dir)
     passes = sorted({p for _, p in rows})
     out = []
     for p in passes:
@@ -224,7 +224,7 @@ def write_summary(run_dir: str | Path) -> Path:
         w = min(5, len(train))
         table = []
         for k, title in DIAGNOSTICS:
-            fl = _window_means(train, k, w)
+            fl = window_means(train, k, w)
             if fl is not None:
                 table.append(f"| {title} | `{k}` | {fl[0]:.4g} | {fl[1]:.4g} |")
         if table:

@@ -78,11 +78,8 @@ class RFTAlgorithm:
         loss = rft_loss(out.logprobs, keep, mb.response_mask)
         from densecode.rl.ppo import masked_mean
 
-        with torch.no_grad():
-            logratio = out.logprobs - mb.logprobs
-            approx_kl = masked_mean((torch.exp(logratio) - 1) - logratio, mb.response_mask)
-        return loss, {"rft/nll": loss.detach(), "rft/approx_kl": approx_kl,
-                      "rft/entropy": masked_mean(out.entropy.detach(), mb.response_mask)}
+        # approx_kl to the rollout policy is the trainer's (train/approx_kl, the same for every optimiser).
+        return loss, {"rft/nll": loss.detach(), "rft/entropy": masked_mean(out.entropy.detach(), mb.response_mask)}
 
     def state_dict(self) -> dict:
         return {}

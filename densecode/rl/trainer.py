@@ -863,10 +863,10 @@ def _outcome_stats(batch: RolloutBatch, outputs: dict) -> dict[str, float]:
     """The rollouts' task success (the verifiable outcome), executability (no runtime/robot error) and, with
     several responses per prompt, the share of prompts that carry no group signal (all pass / all fail)."""
     from densecode.rl.credit import no_signal_share
-    from densecode.rl.grpo import outcome_of
+    from densecode.rl.grpo import outcome_of, sample_infos
 
     n = len(batch.responses)
-    infos = [{name: outs[i].info for name, outs in outputs.items() if i < len(outs)} for i in range(n)]
+    infos = sample_infos(batch.reward_outputs, n)
     outcomes = [outcome_of(i) for i in infos]
     stats: dict[str, float] = {}
     if n and all(o is not None for o in outcomes):
