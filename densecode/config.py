@@ -107,15 +107,19 @@ class PPOConfig:
     adaptive_kl: bool = False
     target_kl: float = 6.0  # the adaptive controller's target sequence KL
     kl_horizon: int = 10000  # the controller's horizon in prompts (Ziegler et al.): larger = slower changes
-    # How each token's advantage is made (densecode/rl/credit.py): gae = the critic's GAE over all token rewards;
-    # outcome = the task's verifiable outcome minus the mean of the prompt's other responses, on every token,
-    # plus the KL penalty's return-to-go; no critic.
+    # How each token's advantage is made (densecode/rl/credit.py, docs/rewards.md): gae = the critic's GAE over
+    # all token rewards; outcome = the task's verifiable outcome minus the mean of the prompt's other responses,
+    # on every token, plus the KL penalty's return-to-go; no critic. outcome+dense adds, per component, the
+    # return-to-go of its located findings minus their leave-one-out baseline (PRIME-style); outcome+local adds
+    # each finding on its own tokens only (RLTF-style).
     credit: str = "gae"
     samples_per_prompt: int = 1  # responses per prompt (the outcome credit's leave-one-out baseline)
     lam_critic: float | None = None  # λ of the critic's return targets apart from the policy's (VC-PPO: 1.0)
     # outcome credit: the weight of the advantage of responses below their baseline (1 = plain; 0 = only the
     # responses above it are reinforced, RFT-like). Pushing failures down raised the entropy of densecode-tiny.
     negative_scale: float = 1.0
+    dense_scale: float = 0.5  # β: weight of the outcome+dense / outcome+local token term (outcome advantage sd = 1)
+    value_warmup_steps: int = 0  # credit gae: the first N steps train the critic alone (no policy update)
 
 
 @dataclass
@@ -165,9 +169,13 @@ class GRPOConfig:
     # m of the repetition test. The paper's 128 is for long responses; the paper test needs 2m tokens, so
     # 64 fits generation.max_new_tokens 128 (a warning says when 2m > max_new_tokens: it can never fire).
     repetition_window: int = 64
-    # densecode's extension: a token-level term from the attributable parts of these components.
+    # Token credit next to the group advantage (densecode/rl/credit.py, as algo.ppo.credit): outcome = none;
+    # outcome+dense = per component, its located findings' return-to-go minus their leave-one-out baseline;
+    # outcome+local = each finding on its own tokens. Weighted by dense_scale.
+    credit: str = "outcome"
+    # densecode's first extension: a token-level group z-score of the attributable parts of these components.
     dense: bool = False
-    dense_scale: float = 0.5  # weight of that token-level term next to the group advantage
+    dense_scale: float = 0.5  # weight of the token-level term (credit's or dense's) next to the group advantage
     # syntax/lint by their values, others (sim, tests) by their located diagnostics only (the line that raised).
     dense_components: list[str] = field(default_factory=lambda: ["syntax", "lint", "sim", "tests"])
     # MicroCoder uses beta = 0: a KL weight in the reward (reward.weights.kl, e.g. from a PPO config) is an
@@ -523,7 +531,8 @@ _CHOICES = {
     "reward.mode": ("dense", "sparse"),
     "reward.code_regions": ("auto", "completion", "fenced"),
     "algo.name": ("ppo", "grpo", "rft"),
-    "algo.ppo.credit": ("gae", "outcome"),
+    "algo.ppo.credit": ("gae", "outcome", "outcome+dense", "outcome+local"),
+    "algo.grpo.credit": ("outcome", "outcome+dense", "outcome+local"),
     "algo.grpo.loss_aggregation": ("token", "sequence"),
     "algo.grpo.truncation_masking": ("conditional", "all", "none"),
     "algo.grpo.sequence_reward": ("outcome", "mean", "sum"),

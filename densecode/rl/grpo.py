@@ -63,6 +63,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from densecode.rl.credit import CREDITS, FINDINGS_SPREAD, credit_term, findings_token_rewards
+
 TRUNCATION_MODES = ("conditional", "all", "none")
 TRUNCATION_EVIDENCE = ("cut_proof", "any_verdict")
 REPETITION_TESTS = ("paper", "any_period")
@@ -511,6 +513,7 @@ class GRPOAlgorithm:
     repetition_test: str = "paper"
     repetition_window: int = 128
     verdict_components: tuple[str, ...] = ("syntax", "tests", "sim")
+    credit: str = "outcome"  # outcome | outcome+dense | outcome+local (densecode/rl/credit.py)
     dense_in_grpo: bool = False
     dense_in_grpo_scale: float = 0.5
     dense_components: tuple[str, ...] = ("syntax", "lint", "sim", "tests")
@@ -526,6 +529,8 @@ class GRPOAlgorithm:
     needs_value_head = False
 
     def __post_init__(self) -> None:
+        if self.credit not in CREDITS or self.credit == "gae":
+            raise ValueError(f"algo.grpo.credit must be one of outcome, outcome+dense, outcome+local; got {self.credit!r}")
         for key, value, choices in (("truncation_masking", self.truncation_masking, TRUNCATION_MODES),
                                     ("truncation_evidence", self.truncation_evidence, TRUNCATION_EVIDENCE),
                                     ("repetition_test", self.repetition_test, REPETITION_TESTS),
@@ -578,6 +583,7 @@ class GRPOAlgorithm:
                 repetition_test=g.repetition_test,
                 repetition_window=g.repetition_window,
                 verdict_components=tuple(g.verdict_components),
+                credit=g.credit,
                 dense_in_grpo=g.dense,
                 dense_in_grpo_scale=g.dense_scale,
                 dense_components=tuple(g.dense_components),
@@ -633,6 +639,17 @@ class GRPOAlgorithm:
             d = d * (~tm.masked).float()[:, None]
             advantages = advantages + self.dense_in_grpo_scale * d
             stats["grpo/dense_term_abs_mean"] = float(masked_mean(d.abs(), mask.cpu()))
+        if self.credit in FINDINGS_SPREAD:
+            findings = findings_token_rewards(batch.reward_outputs, n, length, FINDINGS_SPREAD[self.credit])
+            term, term_stats = credit_term(self.credit, findings, batch.prompt_index.cpu(), mask.cpu().float())
+            # Into the group advantage's units: over the sd of r_i minus its group's mean (what ga divides by).
+            centred = rewards[order].view(-1, G) - rewards[order].view(-1, G).mean(dim=1, keepdim=True)
+            spread = float(centred.std(unbiased=False))
+            term = term / (spread if spread > self.eps else 1.0)
+            term = term * (~tm.masked).float()[:, None]  # a masked sample gets no token signal either
+            advantages = advantages + self.dense_in_grpo_scale * term
+            stats.update({f"grpo/{k}": v for k, v in term_stats.items()})
+            stats["grpo/credit_term_abs_mean"] = float(masked_mean(term.abs(), mask.cpu()))
         batch.advantages = (advantages * mask.cpu()).to(mask.device)
         batch.returns = None
 

@@ -172,6 +172,8 @@ class PPOAlgorithm:
     samples_per_prompt: int = 1  # responses per prompt (the outcome credit's baseline is the others' mean)
     lam_critic: float | None = None  # λ of the critic's return targets (VC-PPO: 1.0); None = lam
     negative_scale: float = 1.0  # outcome credit: weight of below-baseline responses' advantage
+    dense_scale: float = 0.5  # β of the outcome+dense / outcome+local token term
+    value_warmup_steps: int = 0  # gae: the first steps train the critic alone (the policy's advantages are 0)
 
     name = "ppo"
 
@@ -182,6 +184,9 @@ class PPOAlgorithm:
             raise ValueError(f"algo.ppo.credit must be one of {', '.join(CREDITS)}; got {self.credit!r}")
         if self.samples_per_prompt < 1:
             raise ValueError("algo.ppo.samples_per_prompt must be >= 1")
+        if self.value_warmup_steps and not self.needs_value_head:
+            raise ValueError(f"algo.ppo.value_warmup_steps needs credit: gae (a critic to warm up); "
+                             f"credit {self.credit!r} has none")
 
     @property
     def needs_value_head(self) -> bool:
@@ -206,6 +211,8 @@ class PPOAlgorithm:
             samples_per_prompt=ppo.samples_per_prompt,
             lam_critic=ppo.lam_critic,
             negative_scale=ppo.negative_scale,
+            dense_scale=ppo.dense_scale,
+            value_warmup_steps=ppo.value_warmup_steps,
         )
 
     def sampling_temperature(self, step: int) -> float:
@@ -213,7 +220,7 @@ class PPOAlgorithm:
 
     def compute_advantages(self, batch) -> dict[str, float]:
         mask = batch.response_mask
-        if self.credit == "outcome":
+        if self.credit != "gae":
             return self._outcome_advantages(batch)
         advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam)
         if self.lam_critic is not None and self.lam_critic != self.lam:
@@ -231,17 +238,26 @@ class PPOAlgorithm:
         }
         for k, ev in enumerate(explained_variance_by_fifth(batch.values, returns, mask), start=1):
             stats[f"ppo/explained_variance_fifth{k}"] = ev
+        if batch.step < self.value_warmup_steps:
+            # Value warm-up: the critic fits the returns first; zero advantages give the policy no gradient.
+            batch.advantages = torch.zeros_like(batch.advantages)
+        stats["ppo/value_warmup"] = float(batch.step < self.value_warmup_steps)
         return stats
 
     def _outcome_advantages(self, batch) -> dict[str, float]:
-        from densecode.rl.credit import outcome_advantages
+        from densecode.rl.credit import FINDINGS_SPREAD, findings_token_rewards, outcome_advantages
         from densecode.rl.grpo import sequence_rewards
 
         mask = batch.response_mask
         outcomes = sequence_rewards(batch, "outcome")
         kl = batch.components.get("kl")
+        findings = None
+        if self.credit in FINDINGS_SPREAD:
+            findings = findings_token_rewards(batch.reward_outputs, batch.size, mask.shape[1],
+                                              FINDINGS_SPREAD[self.credit])
         advantages, st = outcome_advantages(outcomes, batch.prompt_index, mask, kl_rewards=kl,
-                                            whiten=self.whiten_advantages, negative_scale=self.negative_scale)
+                                            whiten=self.whiten_advantages, negative_scale=self.negative_scale,
+                                            credit=self.credit, findings=findings, dense_scale=self.dense_scale)
         batch.advantages = advantages
         batch.returns = None
         stats = {f"ppo/{k}": v for k, v in st.items()}

@@ -51,6 +51,7 @@ class RolloutBatch:
     prompt_index: torch.Tensor  # [B] which prompt (GRPO groups)
     temperature: float
     logprobs: torch.Tensor | None = None  # [B, R] old policy, under `temperature`
+    step: int = 0  # the training step that sampled it
     ref_logprobs: torch.Tensor | None = None  # [B, R]
     values: torch.Tensor | None = None  # [B, R]
     grammar_verdicts: torch.Tensor | None = None  # [B, R] +1 accepted, −1 rejected, 0 unknown

@@ -260,6 +260,7 @@ class Trainer:
         t0, c0 = time.perf_counter(), time.process_time()
         batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
                             prompt_ids=encode_prompts(self.tokenizer, prompts))
+        batch.step = step
         self.policy_value.eval()
         sources = score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
                               with_values=self.algo.needs_value_head,
