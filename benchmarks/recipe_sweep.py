@@ -1,6 +1,6 @@
-"""The robotics recipe sweep (issue "RL that clearly learns"): one training run per arm on the VALIDATION split.
+"""The recipe sweep (issue "RL that clearly learns"): one training run per arm on the VALIDATION split.
 
-Each arm is `densecode train --domain robotics` with a few `--set` overrides (ARMS below), seed 0, its held-out
+Each arm is `densecode train --domain D` with a few `--set` overrides (DOMAIN_ARMS below), seed 0, its held-out
 eval on 300 validation tasks (never the test split: that is for the final numbers, benchmarks/rl_seeds.py). The
 table gives, per arm, greedy and sampled (T=1.0) success before → after with the paired 95% interval of the change
 over the 300 tasks (one seed: task noise only), the training rollouts' task success (first vs last 5 steps),
@@ -8,6 +8,7 @@ KL to the reference and entropy over the last 5 steps, and the run's wall time. 
 
     python benchmarks/recipe_sweep.py --parallel 2 --workdir runs/sweep           # every arm
     python benchmarks/recipe_sweep.py --arms rft-lr1e-4 outcome-p1 --workdir runs/sweep
+    python benchmarks/recipe_sweep.py --domain codegen --parallel 2     # runs/recipe_sweep_codegen
     python benchmarks/recipe_sweep.py --list
 """
 
@@ -49,6 +50,25 @@ ARMS: dict[str, list[str]] = {
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
 }
+# codegen and testgen: the robotics recipe carried over at the domains' sample budget (40 steps x 64 responses),
+# against each domain's previous default (`gae`, spelled out as for robotics).
+CODE_RECIPE = OUTCOME + ["train.lr=3e-5", "generation.top_p=1.0", "reward.weights.kl=0", "train.steps=40"]
+CODE_GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch_size=64", "generation.top_p=0.95",
+            "train.steps=40", "reward.weights.kl=0.1"]
+DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
+    "robotics": ARMS,
+    "codegen": {
+        "gae": CODE_GAE + ["train.lr=2e-5"],
+        "outcome": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
+        "outcome-neg0": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
+    },
+    "testgen": {
+        "gae": CODE_GAE + ["train.lr=1e-4"],
+        "outcome": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
+        "outcome-neg0": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
+        "outcome-neg0-lr1e-4": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.lr=1e-4"],
+    },
+}
 EVAL = ["tasks.eval_split=validation", "train.eval_tasks=300", "train.eval_every=20", "train.save_every=20"]
 
 
@@ -65,13 +85,15 @@ def run_dir_done(run_dir: Path) -> bool:
     return bool(evals) and max(r["step"] for r in evals) >= steps
 
 
-def command(arm: str, run_dir: Path, seed: int) -> list[str]:
-    cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", "robotics", "--no-progress",
+def command(arm: str, run_dir: Path, seed: int, domain: str = "robotics") -> list[str]:
+    cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", domain, "--no-progress",
            "--output-dir", str(run_dir)]
     if (run_dir / "config.yaml").is_file():
         cmd += ["--resume", str(run_dir)]  # a killed run continues with its own config
     else:
-        for item in [*ARMS[arm], *EVAL, f"train.seed={seed}"]:
+        # The code domains' runs are 40 steps: their eval at the start and the end only.
+        evals = EVAL if domain == "robotics" else [*EVAL, "train.eval_every=40", "train.save_every=40"]
+        for item in [*DOMAIN_ARMS[domain][arm], *evals, f"train.seed={seed}"]:
             cmd += ["--set", item]
     return cmd
 
@@ -113,25 +135,32 @@ def table(rows: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), metavar="ARM")
-    parser.add_argument("--workdir", default="runs/recipe_sweep")
+    parser.add_argument("--domain", default="robotics", choices=list(DOMAIN_ARMS))
+    parser.add_argument("--arms", nargs="+", default=None, metavar="ARM", help="default: all of the domain's")
+    parser.add_argument("--workdir", default=None, help="default: runs/recipe_sweep (robotics), runs/recipe_sweep_<domain>")
     parser.add_argument("--parallel", type=int, default=1, help="trainings at once (each uses ~1 core)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--list", action="store_true", help="print the arms and their overrides")
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args()
+    arms = DOMAIN_ARMS[args.domain]
     if args.list:
-        for name, sets in ARMS.items():
+        for name, sets in arms.items():
             print(f"{name}: " + " ".join(f"--set {s}" for s in sets))
         return 0
-    workdir = Path(args.workdir)
+    args.arms = args.arms or list(arms)
+    unknown = [a for a in args.arms if a not in arms]
+    if unknown:
+        parser.error(f"unknown {args.domain} arm(s) {', '.join(unknown)}; have: {', '.join(arms)}")
+    workdir = Path(args.workdir or ("runs/recipe_sweep" if args.domain == "robotics" else
+                                    f"runs/recipe_sweep_{args.domain}"))
     workdir.mkdir(parents=True, exist_ok=True)
     pending = [a for a in args.arms if not run_dir_done(workdir / a)]
     running: list[tuple[subprocess.Popen, str]] = []
     while pending or running:
         while pending and len(running) < max(1, args.parallel):
             arm = pending.pop(0)
-            cmd = command(arm, workdir / arm, args.seed)
+            cmd = command(arm, workdir / arm, args.seed, args.domain)
             print("$", " ".join(cmd), flush=True)
             log = open(workdir / f"{arm}.log", "a")  # noqa: SIM115 - the child keeps it open
             running.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), arm))
