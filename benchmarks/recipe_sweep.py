@@ -46,6 +46,13 @@ ARMS: dict[str, list[str]] = {
                                               "reward.weights.kl=0", "algo.ppo.negative_scale=0.5"],
     "outcome-p1-kl0-neg0": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
                                             "reward.weights.kl=0", "algo.ppo.negative_scale=0"],
+    # Credit estimators (issue "Dense credit that pays") on the neg0 settings: β = algo.ppo.dense_scale.
+    "neg0-dense-b0.5": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
+                                        "reward.weights.kl=0", "algo.ppo.negative_scale=0",
+                                        "algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
+    "neg0-local-b0.5": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
+                                        "reward.weights.kl=0", "algo.ppo.negative_scale=0",
+                                        "algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
     "rft-p1-kl0": GAE + RFT + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0"],
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
