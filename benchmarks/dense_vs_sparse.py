@@ -13,6 +13,10 @@ seeds, step budget and tuning (no setting is tuned on one arm alone):
                of its span; `split`: divided among them; `last`: a score of the whole response on its last token,
                located values split) - each one the config does not use
   --arms picks some of these (dense and sparse always run); --baseline says which arm the others are compared with
+  --credit compares the credit estimators (densecode/rl/credit.py) on the domain's shipped recipe instead:
+  outcome      the outcome-only credit (the sparse arm of this comparison: the same optimiser, no token term)
+  outcome+dense, outcome+local   the outcome plus the located findings' token term, β = --dense-scale
+               (algo.ppo.* or algo.grpo.*, whichever optimiser the config uses)
 
 Every run evaluates greedily and at the training temperature (tasks.eval_sampled_temperature =
 generation.temperature) on the same held-out tasks every --eval-every steps, and the trainer writes each eval's
@@ -27,6 +31,7 @@ first vs last 10 steps, from metrics.jsonl): an arm can move the eval by changin
     python benchmarks/dense_vs_sparse.py --domain robotics --ablation --seeds 0 1 2 3 4 --steps 80 --parallel 2
     python benchmarks/dense_vs_sparse.py --domain codegen --arms spread-last --baseline sparse --parallel 2
     python benchmarks/dense_vs_sparse.py --diagnose runs/dense_vs_sparse/robotics/sparse-seed0   # credit diagnostics
+    python benchmarks/dense_vs_sparse.py --domain robotics --credit --seeds 0 1 2 3 4 --steps 100 --parallel 2
     python benchmarks/dense_vs_sparse.py --quick        # the pipeline end to end at a toy budget (~35 s CPU)
 
 Runs go to <out>/<arm>-seed<N>/ (default out: runs/dense_vs_sparse/<domain>); rerunning the same command skips
@@ -119,6 +124,21 @@ def arms_for(cfg, ablation: bool) -> dict[str, list[str]]:
         if spreads and any(s != target for s in spreads.values()):
             arms[f"spread-{target}"] = ["reward.mode=dense"] + [f"reward.components.{c}.spread={target}"
                                                                 for c in sorted(spreads)]
+    return arms
+
+
+CREDIT_ARMS = ("outcome+dense", "outcome+local", "outcome")
+
+
+def credit_arms(cfg, dense_scale: float) -> dict[str, list[str]]:
+    """{arm: overrides} of the credit comparison, for the config's optimiser (PPO or GRPO)."""
+    section = {"ppo": "algo.ppo", "grpo": "algo.grpo"}.get(cfg.algo.name)
+    if section is None:
+        raise DensecodeError(f"--credit compares PPO or GRPO credit estimators; the config's algo.name is "
+                             f"{cfg.algo.name!r}")
+    arms = {}
+    for arm in CREDIT_ARMS:
+        arms[arm] = [f"{section}.credit={arm}"] + ([f"{section}.dense_scale={dense_scale}"] if arm != "outcome" else [])
     return arms
 
 
@@ -474,6 +494,10 @@ def parse_args(argv=None):
     p.add_argument("--arms", default=None, metavar="ARM,...",
                    help="only these of the --ablation arms besides dense and sparse (e.g. spread-last); "
                         "implies --ablation")
+    p.add_argument("--credit", action="store_true",
+                   help="compare the credit estimators outcome+dense / outcome+local with outcome (baseline) on the "
+                        "domain's shipped recipe")
+    p.add_argument("--dense-scale", type=float, default=0.5, help="β of the --credit arms' token term")
     p.add_argument("--baseline", default=None,
                    help="the arm every other one is compared with (default: sparse; dense with --ablation)")
     p.add_argument("--diagnose", nargs="+", metavar="RUN_DIR", default=None,
@@ -492,8 +516,10 @@ def parse_args(argv=None):
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if args.arms:
+    if args.arms and not args.credit:
         args.ablation = True
+    if args.credit and args.ablation:
+        p.error("--credit and --ablation are separate comparisons")
     budget = QUICK if args.quick else FULL
     for key in ("seeds", "steps", "eval_every", "eval_tasks", "n_boot", "save_every"):
         if getattr(args, key) is None:
@@ -502,17 +528,17 @@ def parse_args(argv=None):
     if args.config is None:
         # The shipped configs/<domain>.yaml, by name; robotics' published comparison ran on the GAE recipe
         # (robotics-gae.yaml: robotics.yaml before its outcome-credit default).
-        args.config = PUBLISHED_CONFIGS.get(args.domain, args.domain)
+        args.config = args.domain if args.credit else PUBLISHED_CONFIGS.get(args.domain, args.domain)
     args.out_given = args.out is not None
     if args.out is None:
-        sub = args.domain + ("-ablation" if args.ablation else "")
+        sub = args.domain + ("-ablation" if args.ablation else "-credit" if args.credit else "")
         args.out = str(Path("runs/bench/quick/dense_vs_sparse" if args.quick else "runs/dense_vs_sparse") / sub)
     if args.publish is None and not args.quick:
         args.publish = str(ROOT / "benchmarks" / "results")
     if args.publish == "none":
         args.publish = None
     if args.archive is None and not args.quick:
-        stem = "ablation" if args.ablation else "dense_vs_sparse"
+        stem = "ablation" if args.ablation else "credit" if args.credit else "dense_vs_sparse"
         args.archive = str(ROOT / "benchmarks" / "results" / "runs" / f"{stem}-{args.domain}")
     if args.archive in (None, "none"):
         args.archive = None
@@ -541,15 +567,16 @@ def run(args) -> int:
     from densecode.eval.sweep import restore_archived, run_sweep
 
     cfg = load_cfg(args.config, [f"domain={args.domain}"] + list(args.set))
-    arms = arms_for(cfg, args.ablation)
+    arms = credit_arms(cfg, args.dense_scale) if args.credit else arms_for(cfg, args.ablation)
     if args.arms:
         chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
         unknown = [a for a in chosen if a not in arms]
         if unknown:
             raise DensecodeError(f"--arms: no arm {', '.join(unknown)} on {args.domain}; its arms are "
                                  f"{', '.join(arms)}")
-        arms = {a: o for a, o in arms.items() if a in ("dense", "sparse") or a in chosen}
-    baseline = args.baseline or ("dense" if args.ablation else "sparse")
+        always = ("outcome",) if args.credit else ("dense", "sparse")
+        arms = {a: o for a, o in arms.items() if a in always or a in chosen}
+    baseline = args.baseline or ("dense" if args.ablation else "outcome" if args.credit else "sparse")
     if baseline not in arms:
         raise DensecodeError(f"--baseline {baseline}: not one of this run's arms ({', '.join(arms)})")
     order = [a for a in arms if a != baseline] + [baseline] if not args.ablation else list(arms)
@@ -572,13 +599,13 @@ def run(args) -> int:
     results["wall_s_total_this_session"] = time.perf_counter() - t0
     diag = None
     final_ok = all(r["comparison"]["differences"].get("dense", {}).get("lo", [0])[-1] > 0
-                   for r in results["passes"].values()) if not args.ablation else True
+                   for r in results["passes"].values()) if not (args.ablation or args.credit) else True
     if not final_ok:
         try:
             diag = {arm: diagnose_runs([out / f"{arm}-seed{s}" for s in args.seeds]) for arm in ("dense", "sparse")}
         except DensecodeError as exc:  # e.g. runs from an older trainer: the comparison still stands
             print(f"credit diagnostics skipped: {exc}", file=sys.stderr)
-    stem = "ablation" if args.ablation else "dense_vs_sparse"
+    stem = "ablation" if args.ablation else "credit" if args.credit else "dense_vs_sparse"
     stem = f"{stem}-{args.domain}"
     md = write_outputs(results, out, stem, Path(args.publish) if args.publish else None, diag)
     print(md)

@@ -77,6 +77,24 @@ def test_codegen_and_testgen_ablation_arms():
     assert set(testgen) == {"dense", "sparse", "last-testgen", "last-syntax", "spread-each", "spread-last"}
 
 
+def test_credit_arms_set_the_estimator_of_the_configs_optimiser(tmp_path):
+    bench = load_bench()
+    ppo = bench.credit_arms(bench.load_cfg("robotics", []), 0.25)
+    assert ppo == {"outcome+dense": ["algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.25"],
+                   "outcome+local": ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.25"],
+                   "outcome": ["algo.ppo.credit=outcome"]}
+    grpo = bench.credit_arms(bench.load_cfg("robotics-grpo", []), 0.5)
+    assert grpo["outcome+local"][0] == "algo.grpo.credit=outcome+local"
+    for arm, overrides in ppo.items():  # each arm loads as `densecode train` loads it
+        assert bench.load_cfg("robotics", overrides).algo.ppo.credit == arm
+    args = bench.parse_args(["--credit", "--out", str(tmp_path)])
+    assert args.config == "robotics" and "credit-robotics" in args.archive  # the shipped recipe, its own archive
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--credit", "--ablation"])
+    with pytest.raises(DensecodeError, match="PPO or GRPO"):
+        bench.credit_arms(bench.load_cfg("robotics", ["algo.name=rft"]), 0.5)
+
+
 def test_arms_and_baseline_choose_a_subset_and_bad_names_exit_2(tmp_path, capsys):
     bench = load_bench()
     args = bench.parse_args(["--domain", "codegen", "--arms", "spread-last", "--baseline", "sparse", "--out",
