@@ -26,6 +26,9 @@ from pathlib import Path
 GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch_size=64", "train.lr=2e-5",
        "generation.top_p=0.95", "train.steps=40", "reward.weights.kl=0.2"]
 OUTCOME = ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", "train.batch_size=16"]
+# The validation winner (the `outcome-p1-kl0-neg0` arm below), the base of the later arms.
+NEG0 = GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0",
+                        "algo.ppo.negative_scale=0"]
 RFT = ["algo.name=rft", "algo.rft.samples_per_prompt=4", "train.batch_size=16"]
 ARMS: dict[str, list[str]] = {
     "gae": GAE,
@@ -46,13 +49,14 @@ ARMS: dict[str, list[str]] = {
                                               "reward.weights.kl=0", "algo.ppo.negative_scale=0.5"],
     "outcome-p1-kl0-neg0": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
                                             "reward.weights.kl=0", "algo.ppo.negative_scale=0"],
+    # Larger steps on the neg0 settings: without the failures' push-down the entropy rise that collapsed
+    # lr 1e-4 and 2 epochs (above) may not happen.
+    "neg0-lr6e-5": NEG0 + ["train.lr=6e-5"],
+    "neg0-lr1e-4": NEG0 + ["train.lr=1e-4"],
+    "neg0-2epochs": NEG0 + ["algo.ppo.epochs=2", "algo.early_stop_kl=0.02"],
     # Credit estimators (issue "Dense credit that pays") on the neg0 settings: β = algo.ppo.dense_scale.
-    "neg0-dense-b0.5": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
-                                        "reward.weights.kl=0", "algo.ppo.negative_scale=0",
-                                        "algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
-    "neg0-local-b0.5": GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0",
-                                        "reward.weights.kl=0", "algo.ppo.negative_scale=0",
-                                        "algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
+    "neg0-dense-b0.5": NEG0 + ["algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
+    "neg0-local-b0.5": NEG0 + ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
     "rft-p1-kl0": GAE + RFT + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0"],
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
