@@ -4,11 +4,14 @@ Each arm is `densecode train --domain D` with a few `--set` overrides (DOMAIN_AR
 eval on 300 validation tasks (never the test split: that is for the final numbers, benchmarks/rl_seeds.py). The
 table gives, per arm, greedy and sampled (T=1.0) success before → after with the paired 95% interval of the change
 over the 300 tasks (one seed: task noise only), the training rollouts' task success (first vs last 5 steps),
-KL to the reference and entropy over the last 5 steps, and the run's wall time. Finished runs are reused.
+KL to the reference and entropy over the last 5 steps, and the run's wall time. Finished runs are reused; with
+`--archive DIR` each finished run's result files (no weights) are archived in DIR and restored from there on a
+machine without the run folders (an archive made with other overrides is refused).
 
     python benchmarks/recipe_sweep.py --parallel 2 --workdir runs/sweep           # every arm
     python benchmarks/recipe_sweep.py --arms rft-lr1e-4 outcome-p1 --workdir runs/sweep
     python benchmarks/recipe_sweep.py --domain codegen --parallel 2     # runs/recipe_sweep_codegen
+    python benchmarks/recipe_sweep.py --arms neg0-lr6e-5 --archive benchmarks/results/runs/recipe_sweep-robotics
     python benchmarks/recipe_sweep.py --list
 """
 
@@ -96,15 +99,27 @@ def run_dir_done(run_dir: Path) -> bool:
     return bool(evals) and max(r["step"] for r in evals) >= steps
 
 
+SETTINGS_FILE = "recipe_sweep.json"
+
+
+def overrides(arm: str, seed: int, domain: str = "robotics") -> list[str]:
+    # The code domains' runs are 40 steps: their eval at the start and the end only.
+    evals = EVAL if domain == "robotics" else [*EVAL, "train.eval_every=40", "train.save_every=40"]
+    return [*DOMAIN_ARMS[domain][arm], *evals, f"train.seed={seed}"]
+
+
+def settings(arm: str, seed: int, domain: str = "robotics") -> dict:
+    """What makes a run folder this arm's run (written into it, checked against an archive's)."""
+    return {"domain": domain, "arm": arm, "overrides": overrides(arm, seed, domain)}
+
+
 def command(arm: str, run_dir: Path, seed: int, domain: str = "robotics") -> list[str]:
     cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", domain, "--no-progress",
            "--output-dir", str(run_dir)]
     if (run_dir / "config.yaml").is_file():
         cmd += ["--resume", str(run_dir)]  # a killed run continues with its own config
     else:
-        # The code domains' runs are 40 steps: their eval at the start and the end only.
-        evals = EVAL if domain == "robotics" else [*EVAL, "train.eval_every=40", "train.save_every=40"]
-        for item in [*DOMAIN_ARMS[domain][arm], *evals, f"train.seed={seed}"]:
+        for item in overrides(arm, seed, domain):
             cmd += ["--set", item]
     return cmd
 
@@ -153,6 +168,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--list", action="store_true", help="print the arms and their overrides")
     parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--archive", default=None, metavar="DIR",
+                        help="archive each finished run's result files (no weights) here, and restore runs from here "
+                             "(e.g. benchmarks/results/runs/recipe_sweep-robotics, kept with the project)")
     args = parser.parse_args()
     arms = DOMAIN_ARMS[args.domain]
     if args.list:
@@ -166,6 +184,13 @@ def main() -> int:
     workdir = Path(args.workdir or ("runs/recipe_sweep" if args.domain == "robotics" else
                                     f"runs/recipe_sweep_{args.domain}"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.archive:
+        from densecode.eval.run_archive import restore_if_archived
+
+        for arm in args.arms:
+            if not run_dir_done(workdir / arm) and restore_if_archived(
+                    Path(args.archive), workdir / arm, settings(arm, args.seed, args.domain), SETTINGS_FILE) is not None:
+                print(f"{arm}: restored from {args.archive}", flush=True)
     pending = [a for a in args.arms if not run_dir_done(workdir / a)]
     running: list[tuple[subprocess.Popen, str]] = []
     while pending or running:
@@ -173,6 +198,8 @@ def main() -> int:
             arm = pending.pop(0)
             cmd = command(arm, workdir / arm, args.seed, args.domain)
             print("$", " ".join(cmd), flush=True)
+            (workdir / arm).mkdir(parents=True, exist_ok=True)
+            (workdir / arm / SETTINGS_FILE).write_text(json.dumps(settings(arm, args.seed, args.domain), indent=1))
             log = open(workdir / f"{arm}.log", "a")  # noqa: SIM115 - the child keeps it open
             running.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), arm))
         time.sleep(2)
@@ -182,6 +209,17 @@ def main() -> int:
                 if proc.returncode != 0:
                     print(f"{arm} failed (exit {proc.returncode}); log: {workdir / arm}.log")
                     return 1
+    if args.archive:
+        from densecode.eval.run_archive import archive_finished
+        from densecode.rl.report import read_metrics
+
+        for arm in args.arms:
+            run_dir = workdir / arm
+            if not (run_dir / SETTINGS_FILE).is_file():  # a run of an older version of this script
+                (run_dir / SETTINGS_FILE).write_text(json.dumps(settings(arm, args.seed, args.domain), indent=1))
+            last = max(r["step"] for r in read_metrics(run_dir)[1])
+            if archive_finished(run_dir, Path(args.archive), last) is not None:
+                print(f"archived {run_dir} in {args.archive}", flush=True)
     rows = [row(a, workdir / a) for a in args.arms]
     print(table(rows))
     if args.json:
@@ -190,4 +228,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from densecode.errors import DensecodeError
+
+    try:
+        raise SystemExit(main())
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

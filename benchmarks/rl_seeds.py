@@ -6,11 +6,16 @@ at the last eval step (after): success rate (greedy, and sampled when the config
 executability and parse rate. With `--check-tasks N` it also scores the base model and every run's final checkpoint
 on another draw (`densecode.embedded.quality`, the first N tasks of the domain's test split at seed 0, greedy and at
 T=1.0), which the defaults were not chosen on. Seed noise of a 200-task eval is about +-0.02-0.03, so a gain smaller
-than that is no gain. Finished runs are reused (resumable).
+than that is no gain. Finished runs are reused (resumable). With `--archive DIR` each finished run's result files
+(no weights) are also archived in DIR (densecode.eval.run_archive), and a later call on a machine without the run
+folders restores them instead of training again (a run archived with other settings is refused); `--check-tasks`
+needs the weights, so it needs the run folders themselves.
 
     .venv/bin/python benchmarks/rl_seeds.py --seeds 0 1 2 --parallel 2                       # robotics
     .venv/bin/python benchmarks/rl_seeds.py --domain codegen --seeds 0 1 2 --parallel 2 --check-tasks 300
     .venv/bin/python benchmarks/rl_seeds.py --summarize /tmp/rl/A_s0 /tmp/rl/A_s1   # existing runs
+    .venv/bin/python benchmarks/rl_seeds.py --seeds 0 1 2 --parallel 2 --workdir runs/rl_seeds_robotics \
+        --archive benchmarks/results/runs/rl_seeds-robotics      # kept with the project
 
 Extra `--set KEY=VALUE` overrides are passed through to every training run.
 Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
@@ -165,6 +170,14 @@ def check(domain: str, model: str, n_tasks: int) -> dict:
     return {label: s["success"] for label, s in per.items()}
 
 
+SETTINGS_FILE = "rl_seeds.json"
+
+
+def settings(domain: str, seed: int, overrides: list[str], steps: int | None) -> dict:
+    """What makes a run this script's run (written into its folder, checked against an archive's)."""
+    return {"domain": domain, "seed": seed, "overrides": list(overrides), "steps": steps}
+
+
 def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: int | None) -> subprocess.Popen:
     cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", domain, "--no-progress",
            "--output-dir", str(out_dir), "--set", f"train.seed={seed}"]
@@ -176,6 +189,8 @@ def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: in
     if steps is not None:
         cmd += ["--steps", str(steps)]
     print("$", " ".join(cmd), flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / SETTINGS_FILE).write_text(json.dumps(settings(domain, seed, overrides, steps), indent=1))
     with open(out_dir.with_suffix(".log"), "a") as log:  # the child keeps its own copy; a resumed run appends
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
@@ -195,6 +210,8 @@ def main() -> int:
     parser.add_argument("--versus", nargs="+", default=None, metavar="RUN_DIR",
                         help="other finished runs, one per seed in the same order: print these − those at the last "
                              "eval with the paired seeds x tasks interval (e.g. the RFT runs at equal samples)")
+    parser.add_argument("--archive", default=None, metavar="DIR",
+                        help="archive each finished run's result files here, and restore runs from here")
     parser.add_argument("--json", default=os.environ.get("DENSECODE_BENCH_JSON"))
     args = parser.parse_args()
 
@@ -205,6 +222,13 @@ def main() -> int:
         workdir = Path(args.workdir or tempfile.mkdtemp(prefix=f"{args.domain}_rl_seeds_"))
         workdir.mkdir(parents=True, exist_ok=True)
         run_dirs = [workdir / f"seed{seed}" for seed in args.seeds]
+        if args.archive:
+            from densecode.eval.run_archive import restore_if_archived
+
+            for seed, d in zip(args.seeds, run_dirs):
+                if not finished(d) and restore_if_archived(Path(args.archive), d, settings(
+                        args.domain, seed, args.overrides, args.steps), SETTINGS_FILE) is not None:
+                    print(f"seed {seed}: restored from {args.archive}", flush=True)
         pending = [(seed, d) for seed, d in zip(args.seeds, run_dirs) if not finished(d)]
         running: list[tuple[subprocess.Popen, Path, float]] = []
         while pending or running:
@@ -220,6 +244,15 @@ def main() -> int:
                     if proc.returncode != 0:
                         print(f"training for {run_dir} failed (exit {proc.returncode}); log: {run_dir.with_suffix('.log')}")
                         return 1
+        if args.archive:
+            from densecode.eval.run_archive import archive_finished
+
+            for seed, d in zip(args.seeds, run_dirs):
+                if not (d / SETTINGS_FILE).is_file():  # a run of an older version of this script
+                    (d / SETTINGS_FILE).write_text(json.dumps(settings(args.domain, seed, args.overrides, args.steps),
+                                                              indent=1))
+                if archive_finished(d, Path(args.archive), max(read_evals(d))) is not None:
+                    print(f"archived {d} in {args.archive}", flush=True)
 
     rows = [before_after(d) for d in run_dirs]
     names = [n for n in METRICS if all(f"{n}_before" in r for r in rows)]
@@ -262,4 +295,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from densecode.errors import DensecodeError
+
+    try:
+        raise SystemExit(main())
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -49,3 +49,47 @@ def test_an_unfinished_run_is_resumed_not_restarted(tmp_path, monkeypatch):
     assert "--resume" not in calls[0]
     assert calls[1][calls[1].index("--resume") + 1] == str(killed)
     assert not bench.finished(killed)
+
+
+def _finished_run(run_dir, steps=2):
+    import json
+
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(f"train:\n  steps: {steps}\n")
+    evals = [{"kind": "eval", "step": 0, "eval/success_rate": 0.25}, {"kind": "eval", "step": steps,
+                                                                        "eval/success_rate": 0.5}]
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(e) for e in evals) + "\n")
+    rows = [{"pass": "greedy", "step": s, "values": v} for s, v in ((0, [0, 1, 0, 0]), (steps, [1, 1, 0, 0]))]
+    (run_dir / "eval_tasks.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_finished_runs_are_archived_and_restored_on_a_machine_without_them(tmp_path, monkeypatch):
+    import shutil
+    import sys
+
+    import pytest
+
+    from densecode.errors import DensecodeError
+
+    bench = load_bench()
+
+    def no_training(cmd, **kwargs):
+        raise AssertionError(f"trained although the run is finished or archived: {cmd}")
+
+    monkeypatch.setattr(bench.subprocess, "Popen", no_training)
+    work, archive = tmp_path / "work", tmp_path / "archive"
+    _finished_run(work / "seed0")
+    argv = ["rl_seeds.py", "--seeds", "0", "--workdir", str(work), "--archive", str(archive),
+            "--set", "algo.ppo.negative_scale=0"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert bench.main() == 0
+    assert (archive / "seed0.tar.xz").is_file()
+
+    shutil.rmtree(work)  # the next machine: no run folders, only the archive kept with the project
+    assert bench.main() == 0
+    assert bench.before_after(work / "seed0")["success_after"] == 0.5
+
+    shutil.rmtree(work)  # other settings must not reuse that archive
+    monkeypatch.setattr(sys, "argv", argv[:-1] + ["algo.ppo.negative_scale=1"])
+    with pytest.raises(DensecodeError, match="other settings"):
+        bench.main()

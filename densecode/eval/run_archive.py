@@ -130,6 +130,30 @@ def restore(archive: Path, run_dir: Path) -> int:
     return unpack(archive, run_dir)
 
 
+def restore_if_archived(archive_dir: Path, run_dir: Path, settings: dict, settings_file: str) -> int | None:
+    """Restore run_dir from `<archive_dir>/<run_dir name>.tar.xz` when that archive exists (the step it finished at;
+    None: no archive). The run's settings (`settings_file`, written by the script that started it) must equal
+    `settings`: an archive of a run made with other settings is refused, naming the fix."""
+    src = archive_path(archive_dir, Path(run_dir).name)
+    if not src.is_file():
+        return None
+    saved = read_member(src, settings_file)
+    if saved is not None and json.loads(saved) != settings:
+        raise DensecodeError(f"{src} holds a run made with other settings than this one ({settings_file} differs); "
+                             "pass another archive folder, or delete that archive to rerun it")
+    return restore(src, run_dir)
+
+
+def archive_finished(run_dir: Path, archive_dir: Path, step: int) -> Path | None:
+    """pack() a finished run unless its archive holds that step already (None: nothing written)."""
+    dest = archive_path(archive_dir, Path(run_dir).name)
+    if dest.is_file():
+        saved = read_member(dest, MARKER)
+        if saved is not None and int(json.loads(saved).get("step", -1)) >= int(step):
+            return None
+    return pack(run_dir, archive_dir, step)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)

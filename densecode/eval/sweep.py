@@ -25,13 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from densecode.errors import DensecodeError
-from densecode.eval.run_archive import (
-    archive_path,
-    archived_step,
-    pack,
-    read_member,
-    restore,
-)
+from densecode.eval.run_archive import archived_step, pack, restore_if_archived
 
 SPEC_FILE = "sweep.json"
 
@@ -136,15 +130,11 @@ def prune_checkpoints(run_dir: Path) -> None:
 def restore_archived(specs: list[RunSpec], archive_dir: Path) -> None:
     """Restore each run that is not finished here but archived in archive_dir (a previous machine's run)."""
     for spec in specs:
-        src = archive_path(archive_dir, spec.name)
-        if not src.is_file() or run_state(spec) == "finished":
+        if run_state(spec) == "finished":
             continue
-        saved = read_member(src, SPEC_FILE)
-        if saved is not None and json.loads(saved) != spec.settings():
-            raise DensecodeError(f"{src} holds a run made with other settings than this sweep's {spec.name}; pass "
-                                 "another archive folder, or delete that archive to rerun it")
-        step = restore(src, spec.run_dir)
-        print(f"[{spec.name}] restored from {src} (finished at step {step})", file=sys.stderr, flush=True)
+        step = restore_if_archived(archive_dir, spec.run_dir, spec.settings(), SPEC_FILE)
+        if step is not None:
+            print(f"[{spec.name}] restored from {archive_dir} (finished at step {step})", file=sys.stderr, flush=True)
 
 
 def run_sweep(specs: list[RunSpec], *, parallel: int = 1, progress: bool = True, python: str = sys.executable,
