@@ -1,0 +1,74 @@
+"""The trainer's refactors change nothing: the first 3 steps of the default robotics, codegen and multitask runs
+log the same metrics.jsonl records as the goldens in tests/data/trainer_golden_metrics.json (recorded from the
+code before the trainer was split into run_dir / protocols / sampling modules, commit 0606b10).
+
+Timing and throughput fields are left out (they differ run to run); everything else — rewards, losses,
+clipfrac, approx_kl, grad norms, KL — must match to float32 round-off. Re-record (only for an intended change
+of behaviour) with DENSECODE_RECORD_GOLDEN=1 pytest tests/test_identical_metrics.py.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "data" / "trainer_golden_metrics.json"
+# The same small overrides before and after the refactor: 3 steps, 4 prompts a step, no held-out eval.
+OVERRIDES = ["--steps", "3", "--set", "train.eval_every=0", "--set", "train.batch_size=4", "--no-progress"]
+RUNS = {
+    "robotics": ["--domain", "robotics"],
+    "codegen": ["--domain", "codegen"],
+    "multitask": ["--config", "multitask"],
+}
+
+
+def _is_timing(key: str) -> bool:
+    return (key in ("elapsed_s",) or key.startswith(("time/", "perf/")) or key.endswith("_s"))
+
+
+def _records(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not _is_timing(k)} for row in rows]
+
+
+def _train(name: str, out: Path) -> list[dict]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env.pop("DENSECODE_CRASH_AT", None)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from densecode.cli import main; sys.exit(main())", "train", *RUNS[name], *OVERRIDES,
+                           "--output-dir", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return _records(out)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return False
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-7)
+    return a == b
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_first_three_steps_log_the_golden_metrics(name, tmp_path):
+    if name == "multitask" and not (ROOT.parent / "shared" / "data" / "mbpp").is_dir():
+        pytest.skip("the multitask config's code task needs ../shared/data/mbpp")
+    got = _train(name, tmp_path / name)
+    if os.environ.get("DENSECODE_RECORD_GOLDEN"):
+        golden = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
+        golden[name] = got
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+        pytest.skip(f"recorded {GOLDEN.name}[{name}]")
+    want = json.loads(GOLDEN.read_text())[name]
+    assert len(got) == len(want) == 3
+    for step, (g, w) in enumerate(zip(got, want), start=1):
+        assert sorted(g) == sorted(w), f"step {step}: keys differ: {sorted(set(g) ^ set(w))}"
+        diff = {k: (g[k], w[k]) for k in w if not _same(g[k], w[k])}
+        assert not diff, f"{name} step {step}: (now, golden) {diff}"
