@@ -59,12 +59,8 @@ assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
-import random
-import shutil
 import signal
 import time
 import warnings
@@ -87,6 +83,18 @@ from densecode.rl.rollout import (
     sample_responses,
     score_batch,
     to_padded,
+)
+from densecode.rl.run_dir import (
+    RunDir,
+    check_resumable,
+    config_fingerprint,
+    load_weights,
+    read_checkpoint_meta,
+    resolve_checkpoint,
+    resolve_checkpoint_or_none,
+    rng_state,
+    set_rng_state,
+    write_json,
 )
 from densecode.rl.value_head import (
     PolicyOutput,
@@ -215,8 +223,9 @@ class Trainer:
         beta = _kl_weight(reward_fn, cfg)
         self.kl_ctl = make_kl_controller(cfg.algo, beta)
         self.state = TrainState()
+        self.run = RunDir(self.run_dir, is_main=self.accelerator.is_main_process)
+        self._last_batch: RolloutBatch | None = None
         self._stop_requested = False
-        self._writer = None
         self._prompt_cache: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------ helpers
@@ -522,6 +531,8 @@ class Trainer:
 
     # ------------------------------------------------------------ eval, logging
 
+    # ------------------------------------------------------------ eval, logging, checkpoints (densecode.rl.run_dir)
+
     def evaluate(self, step: int) -> dict[str, float]:
         out = {}
         if self.is_main:
@@ -530,104 +541,26 @@ class Trainer:
                                             seed=self.cfg.train.seed)
             out = {f"eval/{k}": float(v) for k, v in res.items()}
             out["time/eval_s"] = time.perf_counter() - t0
-            self.write_metrics({"step": step, **out}, kind="eval")
-            self.write_eval_tasks(step, getattr(self.task_source, "last_eval_rows", None))
+            self.run.write_metrics({"step": step, **out}, kind="eval")
+            self.run.write_eval_tasks(step, getattr(self.task_source, "last_eval_rows", None))
         self.accelerator.wait_for_everyone()
         return out
 
-    def write_eval_tasks(self, step: int, rows: list[dict] | None) -> None:
-        """Append an eval's per-task outcomes (one row per pass: greedy, sampled) to eval_tasks.jsonl, so runs can
-        be compared task by task (paired bootstraps over tasks, benchmarks/dense_vs_sparse.py)."""
-        if not rows:
-            return  # a task source that keeps no per-task outcomes (the multi-task mix)
-        with open(self.run_dir / "eval_tasks.jsonl", "a") as f:
-            for row in rows:
-                f.write(json.dumps({"step": step, **row}, default=_json_default) + "\n")
-
-    def write_metrics(self, record: dict, kind: str = "train") -> None:
-        if not self.is_main:
-            return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        record = {"kind": kind, **record}
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(record, default=_json_default) + "\n")
-        if self._writer is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                # purge_step hides events a killed session logged after the checkpoint we resumed from.
-                self._writer = SummaryWriter(str(self.run_dir / "tensorboard"),
-                                             purge_step=getattr(self, "_purge_step", None))
-            except Exception as exc:  # noqa: BLE001 - tensorboard missing or broken: JSONL still has everything
-                logger.warning("TensorBoard logging disabled: %s", exc)
-                self._writer = False
-        if self._writer:
-            step = int(record.get("step", 0))
-            for k, v in record.items():
-                if k not in ("step", "kind") and isinstance(v, (int, float)) and math.isfinite(v):
-                    self._writer.add_scalar(k, v, step)
-            self._writer.flush()
-
-    # ------------------------------------------------------------ checkpoints
-
     def write_rollouts(self, step: int) -> None:
-        """Append the last batch's samples and per-token rewards to rollouts.jsonl (for `densecode explain`)."""
-        from densecode.rewards import RewardBatch
-        from densecode.rewards.explain import write_rollouts
-
-        batch = getattr(self, "_last_batch", None)
-        rb = getattr(batch, "reward_outputs", None)
-        if not self.is_main or not isinstance(rb, RewardBatch):
-            return  # a custom reward_fn without the assembler's per-component outputs has nothing to explain
-
-        write_rollouts(self.run_dir / "rollouts.jsonl", batch.samples, rb, step=step,
-                       algo=_per_token_algo_arrays(batch))
+        batch = self._last_batch
+        if batch is not None:
+            self.run.write_rollouts(step, batch.samples, batch.reward_outputs, _per_token_algo_arrays(batch))
 
     def save_checkpoint(self) -> Path | None:
-        """Atomic and durable: write checkpoints/.tmp-step-N, fsync every file and directory in it, rename it
-        to checkpoints/step-N, fsync checkpoints/, then point `latest` at it the same way (temp file, fsync,
-        rename, fsync). A kill at any moment leaves every step-N complete and `latest` naming a complete one
-        (or the previous one); leftover .tmp-* directories are removed by the next save or resume."""
+        """checkpoints/step-N, published atomically by RunDir.save_checkpoint."""
         self.accelerator.wait_for_everyone()
-        path = None
-        if self.is_main:
-            ckpt_root = self.run_dir / "checkpoints"
-            ckpt_root.mkdir(parents=True, exist_ok=True)
-            _remove_stale(ckpt_root)
-            name = f"step-{self.state.step:06d}"
-            tmp = ckpt_root / f".tmp-{name}"
-            try:
-                self._write_checkpoint_files(tmp)
-            except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
-                shutil.rmtree(tmp, ignore_errors=True)
-                previous = resolve_checkpoint_or_none(self.run_dir)
-                kept = f"{previous} is kept and `latest` still names it" if previous else "no earlier checkpoint exists"
-                reason = getattr(exc, "strerror", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                free = shutil.disk_usage(ckpt_root).free / 2**20
-                raise DensecodeError(f"could not write checkpoint {ckpt_root / name}: {reason} ({free:.0f} MiB free; "
-                                     f"{kept}); free space on that disk or choose another --output-dir, then "
-                                     f"continue with --resume {self.run_dir}") from None
-            final = ckpt_root / name
-            if final.exists():
-                # Same step saved again (a resume that ends where it started): move the old copy aside
-                # first, so a kill between the two renames still leaves a complete step-N (.old-*).
-                os.replace(final, ckpt_root / f".old-{name}")
-            os.replace(tmp, final)
-            _fsync_dir(ckpt_root)
-            self._crash_point("checkpoint", 4)
-            latest_tmp = ckpt_root / ".tmp-latest"
-            _write_durable(latest_tmp, name + "\n")
-            self._crash_point("checkpoint", 5)
-            os.replace(latest_tmp, ckpt_root / "latest")
-            _fsync_dir(ckpt_root)
-            _remove_stale(ckpt_root)
-            path = final
+        path = self.run.save_checkpoint(self.state.step, self._write_checkpoint_files, self._crash_point) \
+            if self.is_main else None
         self.accelerator.wait_for_everyone()
         return path
 
     def _write_checkpoint_files(self, tmp: Path) -> None:
-        """Everything of a checkpoint into `tmp`, trainer_state.json last, all fsynced."""
-        tmp.mkdir()
+        """Everything of a checkpoint into `tmp`, trainer_state.json last."""
         pv = self.unwrapped
         pv.policy.save_pretrained(tmp / "model", safe_serialization=True)
         self.tokenizer.save_pretrained(tmp / "model")
@@ -637,7 +570,7 @@ class Trainer:
             pv.critic.save_pretrained(tmp / "critic", safe_serialization=True)
         self._crash_point("checkpoint", 1)
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(_rng_state(), tmp / "rng.pt")
+        torch.save(rng_state(), tmp / "rng.pt")
         self._crash_point("checkpoint", 2)
         meta = {
             "step": self.state.step,
@@ -651,9 +584,8 @@ class Trainer:
             "config_fingerprint": config_fingerprint(self.cfg),
         }
         # Written last: a directory with trainer_state.json is a complete checkpoint.
-        (tmp / "trainer_state.json").write_text(json.dumps(meta, indent=2, default=_json_default))
-        _fsync_tree(tmp)
-        self._crash_point("checkpoint", 3)
+        write_json(tmp / "trainer_state.json", meta)
+
 
     def _save_after_bad_input(self, exc: DensecodeError, step: int) -> DensecodeError:
         """Bad input met inside step `step` (a prompt too long, a task the reward cannot judge): the steps done
@@ -680,18 +612,6 @@ class Trainer:
             saved = f" (checkpoint {latest} holds the steps done; fix this and continue with --resume {self.run_dir})"
         return DensecodeError(f"step {step}: {exc}{saved}")
 
-    def _point_latest_at(self, path: Path) -> None:
-        """This run continues from `path`: make `latest` say so (it was missing after a kill between a
-        checkpoint's rename and the pointer's, or names a later checkpoint of an abandoned continuation)."""
-        ckpt_root = self.run_dir / "checkpoints"
-        if not self.is_main or path.parent.resolve() != ckpt_root.resolve():
-            return
-        latest = ckpt_root / "latest"
-        if latest.is_file() and latest.read_text().strip() == path.name:
-            return
-        _write_durable(ckpt_root / ".tmp-latest", path.name + "\n")
-        os.replace(ckpt_root / ".tmp-latest", latest)
-        _fsync_dir(ckpt_root)
 
     def _crash_point(self, phase: str, stage: int) -> None:
         """The crash-safety test's hook (densecode.rl.crashpoints); a no-op unless DENSECODE_CRASH_AT is set."""
@@ -702,40 +622,23 @@ class Trainer:
 
             die()
 
-    def trim_logs(self) -> None:
-        """Make metrics.jsonl, rollouts.jsonl and eval_tasks.jsonl end where the training state is (state.step).
 
-        Rows for steps after the last checkpoint were written by a session that died before saving; the
-        resumed run writes them again (bit-identical training), so they are dropped, as is a torn last
-        line. Starting at step 0 drops every row (the step-0 eval is redone). Each file is rewritten
-        atomically (temp file, fsync, rename); TensorBoard gets purge_step for the same reason."""
-        if not self.is_main:
-            return
-        keep_to = self.state.step
-        for name in ("metrics.jsonl", "rollouts.jsonl", "eval_tasks.jsonl"):
-            path = self.run_dir / name
-            if path.is_file():
-                _truncate_jsonl(path, keep_to)
     def load_checkpoint(self, path: str | Path) -> None:
         path = resolve_checkpoint(path)
-        try:
-            meta = json.loads((path / "trainer_state.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise DensecodeError(f"checkpoint {path}: unreadable trainer_state.json ({exc}); resume from an "
-                                 "earlier checkpoints/step-N directory") from None
+        meta = read_checkpoint_meta(path)
         check_resumable(path, meta, self.cfg)
-        self._point_latest_at(path)
+        self.run.point_latest_at(path)
         pv = self.unwrapped
         if meta.get("lora") != is_peft_model(pv.policy):
             raise DensecodeError(f"checkpoint {path} was trained with lora.enabled={meta.get('lora')}; "
                                  f"this run has lora.enabled={is_peft_model(pv.policy)} (make them match)")
-        _load_weights(pv.policy, path / "model")
+        load_weights(pv.policy, path / "model")
         if pv.value_head is not None and (path / "value_head.pt").is_file():
             pv.value_head.load_state_dict(torch.load(path / "value_head.pt", map_location="cpu"))
         if pv.critic is not None and (path / "critic").is_dir():
-            _load_weights(pv.critic, path / "critic")
+            load_weights(pv.critic, path / "critic")
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
-        _set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
+        set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
         if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
@@ -764,9 +667,7 @@ class Trainer:
         cfg = self.cfg.train
         total = int(steps if steps is not None else cfg.steps)
         if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.trim_logs()
-            self._purge_step = self.state.step + 1 if self.state.step else None
+            self.run.open_session(self.state.step)
         from densecode.rl.crashpoints import install_from_env
 
         if getattr(self, "_crash_hooks", None) is None:
@@ -807,7 +708,7 @@ class Trainer:
                     self.state.skipped_steps += 1
                 last_stats = stats
                 if cfg.log_every > 0 and (self.state.step % cfg.log_every == 0 or self.state.step == total):
-                    self.write_metrics({"step": self.state.step, "elapsed_s": self.state.elapsed_s, **stats})
+                    self.run.write_metrics({"step": self.state.step, "elapsed_s": self.state.elapsed_s, **stats})
                 if cfg.rollouts_every > 0 and (self.state.step % cfg.rollouts_every == 0 or self.state.step == total):
                     self.write_rollouts(self.state.step)
                 if cfg.eval_every > 0 and (self.state.step % cfg.eval_every == 0 or self.state.step == total):
@@ -831,9 +732,7 @@ class Trainer:
                 bar.close()
             if old_handler is not None:
                 signal.signal(signal.SIGINT, old_handler)
-            if self._writer:
-                self._writer.close()
-                self._writer = None
+            self.run.close()
         if self.is_main:
             try:
                 from densecode.rl.report import write_report
@@ -907,179 +806,3 @@ class _nullcontext:
 
     def __exit__(self, *exc):
         return False
-
-
-def _json_default(o):
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if torch.is_tensor(o):
-        return o.item() if o.numel() == 1 else o.tolist()
-    return str(o)
-
-
-def _rng_state() -> dict:
-    return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-    }
-
-
-def _set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint dir, or a run dir / checkpoints dir whose `latest` names one.
-
-    `latest` wins over a newer step-N (a kill after that checkpoint's rename but before the pointer's update:
-    the run continues from the previous one, which is safe; step-N is rewritten when reached again). Only
-    when `latest` is missing or names no complete checkpoint is the newest complete checkpoints/step-N used:
-    only complete checkpoints ever get that name (load_checkpoint then points `latest` at it)."""
-    path = Path(path)
-    if (path / "trainer_state.json").is_file():
-        return path
-    for root in (path / "checkpoints", path):
-        latest = root / "latest"
-        if latest.is_file():
-            cand = root / latest.read_text().strip()
-            if (cand / "trainer_state.json").is_file():
-                return cand
-        complete = sorted(d for d in root.glob("step-*") if (d / "trainer_state.json").is_file())
-        if complete:
-            return complete[-1]
-    raise DensecodeError(f"--resume {path}: no checkpoint there (expected a run directory with "
-                         "checkpoints/latest, or a checkpoints/step-N directory with trainer_state.json)")
-
-
-def check_resumable(path: Path, meta: dict, cfg) -> None:
-    """DensecodeError when checkpoint `path` (its trainer_state.json `meta`) was trained with settings `cfg` cannot
-    continue (another domain, algorithm, LoRA on/off, value model): its weights and optimizer state mean
-    something else there."""
-    saved, ours = meta.get("config_fingerprint"), config_fingerprint(cfg)
-    if saved is None or saved == ours:
-        return
-    diff = ", ".join(f"{k}: {saved.get(k)!r} in the checkpoint, {ours.get(k)!r} now"
-                     for k in sorted(set(saved) | set(ours)) if saved.get(k) != ours.get(k))
-    raise DensecodeError(f"--resume {path}: the checkpoint was trained with a different config ({diff}); resume "
-                         "with the run's own config.yaml (drop --config/--domain/--algo/--set for these), or "
-                         "start a new run with another --output-dir")
-
-
-def resolve_checkpoint_or_none(path: str | Path) -> Path | None:
-    try:
-        return resolve_checkpoint(path)
-    except DensecodeError:
-        return None
-
-
-def config_fingerprint(cfg) -> dict[str, Any]:
-    """The settings a checkpoint cannot be resumed across (they change what the saved state means)."""
-    return {
-        "domain": str(getattr(cfg, "domain", "")),
-        "algo": cfg.algo.name,
-        "lora": bool(cfg.lora.enabled),
-        "value_model": cfg.model.value_model,
-    }
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    """fsync every file, then every directory (deepest first), so a rename of `root` publishes durable data."""
-    dirs = [root]
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        dirs += [Path(dirpath) / d for d in dirnames]
-    for d in reversed(dirs):
-        _fsync_dir(d)
-
-
-def _write_durable(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _remove_stale(ckpt_root: Path) -> None:
-    """Leftovers of a killed save: .tmp-* (never complete until renamed) and .old-* (a replaced copy)."""
-    for stale in list(ckpt_root.glob(".tmp-*")) + list(ckpt_root.glob(".old-*")):
-        if stale.is_dir():
-            shutil.rmtree(stale, ignore_errors=True)
-        else:
-            stale.unlink(missing_ok=True)
-
-
-def _truncate_jsonl(path: Path, keep_to_step: int) -> None:
-    """Keep the rows with step <= keep_to_step (none when it is 0); drop a torn or unparsable row."""
-    kept, dropped = [], 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            try:
-                row = json.loads(raw.decode("utf-8"))
-                step = row.get("step") if isinstance(row, dict) else None
-                ok = raw.endswith(b"\n") and keep_to_step > 0 and (step is None or int(step) <= keep_to_step)
-            except (ValueError, TypeError):
-                ok = False
-            if ok:
-                kept.append(raw)
-            else:
-                dropped += 1
-    if not dropped:
-        return
-    tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "wb") as fh:
-        fh.writelines(kept)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    logger.info("%s: dropped %d row(s) written after step %d (the run continues from there)", path, dropped,
-                keep_to_step)
-
-
-def _load_weights(model, directory: Path) -> None:
-    """Load save_pretrained weights (full model or LoRA adapter) into an existing model, exactly."""
-    from safetensors.torch import load_file
-
-    if is_peft_model(model):
-        from peft import set_peft_model_state_dict
-
-        sd = load_file(str(directory / "adapter_model.safetensors"))
-        set_peft_model_state_dict(model, sd)
-        return
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise DensecodeError(f"checkpoint {directory} has no .safetensors weights")
-    sd = {}
-    for f in files:
-        sd.update(load_file(str(f)))
-    try:
-        missing, unexpected = model.load_state_dict(sd, strict=False)
-    except RuntimeError as exc:  # shape mismatch: another model size or vocabulary
-        first = str(exc).strip().splitlines()[-1].strip()
-        raise DensecodeError(f"checkpoint {directory} does not match the model ({first}); resume with the model "
-                             "the run was trained with (its config.yaml model.name_or_path)") from None
-    tied = {k for k in missing if "lm_head" in k or "embed" in k or "wte" in k}
-    if set(missing) - tied or unexpected:
-        raise DensecodeError(f"checkpoint {directory} does not match the model: missing {sorted(set(missing) - tied)[:5]}, "
-                             f"unexpected {sorted(unexpected)[:5]}")
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
