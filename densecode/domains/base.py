@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from densecode.errors import DensecodeError
+from densecode.rl.protocols import TaskSource
 
 
 @dataclass
@@ -66,7 +67,7 @@ def options_from_mapping(cls: type, data: dict | None, source: str = "tasks") ->
     return opts
 
 
-class Domain:
+class Domain(TaskSource):
     """Base class of every domain. Subclasses set the class attributes and implement `tasks` and `score`."""
 
     name: ClassVar[str] = ""
