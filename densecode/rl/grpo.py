@@ -63,7 +63,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from densecode.rl.credit import CREDITS, FINDINGS_SPREAD, credit_term, findings_token_rewards
+from densecode.rl.credit import (
+    CREDITS,
+    FINDINGS_SPREAD,
+    credit_term,
+    findings_token_rewards,
+)
+from densecode.rl.protocols import Algorithm
 
 TRUNCATION_MODES = ("conditional", "all", "none")
 TRUNCATION_EVIDENCE = ("cut_proof", "any_verdict")
@@ -491,7 +497,7 @@ def group_order(prompt_index: torch.Tensor, group_size: int) -> torch.Tensor:
 
 
 @dataclass
-class GRPOAlgorithm:
+class GRPOAlgorithm(Algorithm):
     """MicroCoder-GRPO as the trainer's `Algorithm` (see trainer.py): no value head.
 
     compute_advantages: sequence rewards → group advantages → truncation masking

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from densecode.rl.protocols import Algorithm
+
 # ---------------------------------------------------------------- helpers
 
 
@@ -150,7 +152,7 @@ def explained_variance_by_fifth(values: torch.Tensor, returns: torch.Tensor, mas
 
 
 @dataclass
-class PPOAlgorithm:
+class PPOAlgorithm(Algorithm):
     """PPO with a value head: GAE advantages, clipped surrogate, clipped value loss.
 
     Implements the trainer's `Algorithm` interface (see trainer.py).
@@ -245,7 +247,11 @@ class PPOAlgorithm:
         return stats
 
     def _outcome_advantages(self, batch) -> dict[str, float]:
-        from densecode.rl.credit import FINDINGS_SPREAD, findings_token_rewards, outcome_advantages
+        from densecode.rl.credit import (
+            FINDINGS_SPREAD,
+            findings_token_rewards,
+            outcome_advantages,
+        )
         from densecode.rl.grpo import sequence_rewards
 
         mask = batch.response_mask

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the protocols stay importable without torch (domains import this module)
     import torch
@@ -130,3 +130,16 @@ class _PlainTaskSource(TaskSource):
 
 def as_task_source(obj) -> TaskSource:
     return obj if isinstance(obj, TaskSource) else _PlainTaskSource(obj)
+
+
+@runtime_checkable
+class KLWeightedReward(Protocol):
+    """A reward function whose KL weight the trainer's KL controller steers (the densecode.rewards assembler)."""
+
+    weights: dict[str, float]
+
+    def set_weight(self, name: str, weight: float) -> None: ...
+
+
+def kl_weighted(reward_fn) -> bool:
+    return isinstance(reward_fn, KLWeightedReward)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from densecode.rl.protocols import Algorithm
+
 
 def keep_mask(outcomes: torch.Tensor, min_outcome: float) -> torch.Tensor:
     """1.0 for responses whose outcome reaches `min_outcome`, else 0.0."""
@@ -30,7 +32,7 @@ def rft_loss(logprobs: torch.Tensor, keep: torch.Tensor, mask: torch.Tensor) -> 
 
 
 @dataclass
-class RFTAlgorithm:
+class RFTAlgorithm(Algorithm):
     """The trainer's `Algorithm` for RFT: advantages hold the keep mask (1 on a kept response's tokens)."""
 
     samples_per_prompt: int = 4

@@ -1,8 +1,8 @@
-"""The shared training loop: rollout → rewards → advantages → update.
+"""The shared training loop: rollout → rewards → advantages → update → log (CleanRL's ppo.py, for token MDPs).
 
     for step in range(steps):
         prompts, tasks = task_source.train_batch(step)                 # per process
-        responses      = sample(policy, prompts, T=algo.sampling_temperature(step))
+        responses      = sample(policy, prompts, sampling, T=algo.sampling_temperature(step))
         batch          = build_batch(...); score_batch(...)            # logπ_old, logπ_ref, V (no grad)
         rewards        = reward_fn([make_sample(...)])                 # per-token totals incl. −β·KL
         adv_stats      = algo.compute_advantages(batch)                # PPO: GAE; GRPO: group-relative
@@ -10,51 +10,12 @@
             out        = policy_value(micro)                           # PolicyOutput (logprobs, entropy, values)
             loss, st   = algo.loss(micro, out)
         optimizer step (grad clip; a non-finite grad norm skips the step)
+        algo.on_step_end, task_source.on_step_end                      # controllers, multi-task scheduler
         kl controller → reward_fn.set_weight("kl", β)
+        run.write_metrics / write_rollouts / evaluate / save_checkpoint
 
-ALGORITHM INTERFACE — what an optimiser plugs in (PPO: densecode.rl.ppo.PPOAlgorithm;
-GRPO: densecode.rl.grpo). A plain object with:
-
-    name: str                                   "ppo" | "grpo" | ...
-    needs_value_head: bool                      True → batch.values is filled, out.values is computed
-    samples_per_prompt: int                     responses per prompt (GRPO: group size G)
-    sampling_temperature(step: int) -> float    the rollout's temperature; the trainer scores
-                                                logπ_old and logπ_new under the SAME temperature
-    compute_advantages(batch: RolloutBatch) -> dict[str, float]
-        must set batch.advantages [B, R] (and batch.returns if it uses a value loss);
-        can read batch.rewards [B, R] (per-token totals), batch.sequence_rewards [B],
-        batch.components, batch.prompt_index (groups), batch.response_mask,
-        batch.responses[i].finish_reason / batch.truncated, batch.reward_outputs
-        (the assembler's RewardBatch: per-component diagnostics), batch.values.
-        Returns scalars to log (use a "<algo>/" prefix).
-    epochs: int                                 passes over each rollout batch (PPO epochs, GRPO iterations)
-    loss(mb: RolloutBatch, out: PolicyOutput) -> (loss: Tensor, stats: dict[str, Tensor|float])
-        mb is a row subset of the batch (mb.logprobs = old, mb.ref_logprobs, mb.advantages, ...);
-        out is the fresh forward pass (out.logprobs, out.entropy, out.values or None).
-        The trainer divides by the number of accumulation micro-batches and calls backward.
-    state_dict() -> dict / load_state_dict(dict)   JSON-able controller state, checkpointed
-    optional needs_reference: bool              batch.ref_logprobs is filled even when the reward has
-                                                no KL weight (also implied by a `kl_coef` > 0 attribute)
-    optional on_step_end(batch, stats: dict) -> dict   after the update (e.g. a temperature
-                                                controller reading diversity); returns extra stats
-    optional allows_reward_kl: bool             False → a KL weight in the reward is an error (GRPO: β = 0)
-
-TASK SOURCE HOOKS (optional, generic; a multi-task scheduler uses them):
-    on_step_end(view: StepView, batch, stats) -> dict   after the update and the algorithm's hook;
-                                                view.policy_gradient(rows) gives the flat gradient of the
-                                                plain policy-gradient loss on those batch rows
-    state_dict() -> dict / load_state_dict(dict)   JSON-able task-source state, checkpointed
-    write_report(run_dir)                       extra end-of-run pictures next to learning_curves.png
-    kl_loss_coefs(tasks, base: float) -> list[float] | None
-                                                per-sample weights of the algorithm's KL loss term (only for an
-                                                algorithm with one: a `kl_coef` attribute, GRPO's k3), given its
-                                                own `base`; the trainer puts them in batch.kl_coefs [B] before the
-                                                update (None = `base` for every sample)
-    uses_kl_loss(base: float) -> bool           whether kl_loss_coefs can be > 0 (the reference model is loaded)
-
-The reward function is any callable `reward_fn(samples) -> RewardBatch` (densecode.rewards
-assembler; `.total` per-token arrays, `.components`, `.outputs`, `.stats`) with an optional
-`set_weight("kl", β)` used by the KL controller.
+What an optimiser and a task source provide: densecode.rl.protocols (Algorithm, TaskSource). The run folder
+(logs, TensorBoard, atomic checkpoints, resume): densecode.rl.run_dir. Sampling settings: densecode.rl.sampling.
 """
 
 from __future__ import annotations
@@ -68,14 +29,20 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
 import torch
 
 from densecode.errors import DensecodeError
 from densecode.rl.kl import make_kl_controller, reward_kl
 from densecode.rl.ppo import masked_mean
+from densecode.rl.protocols import (
+    Algorithm,
+    StepView,
+    TaskSource,
+    as_task_source,
+    kl_weighted,
+)
 from densecode.rl.rollout import (
     RolloutBatch,
     build_batch,
@@ -96,8 +63,8 @@ from densecode.rl.run_dir import (
     set_rng_state,
     write_json,
 )
+from densecode.rl.stats import per_token_algo_arrays, rollout_stats
 from densecode.rl.value_head import (
-    PolicyOutput,
     PolicyWithValue,
     ReferencePolicy,
     disable_dropout,
@@ -111,34 +78,8 @@ logger = logging.getLogger(__name__)
 def _kl_weight(reward_fn, cfg=None) -> float:
     """The KL weight the reward function really uses: the assembler carries its weights; a plain callable
     without them is taken to use the config's `reward.weights.kl`."""
-    weights = getattr(reward_fn, "weights", None)
-    if weights is None and cfg is not None:
-        weights = cfg.reward.weights or {}
+    weights = reward_fn.weights if kl_weighted(reward_fn) else (cfg.reward.weights if cfg is not None else None)
     return float((weights or {}).get("kl", 0.0))
-
-class Algorithm(Protocol):
-    name: str
-    needs_value_head: bool
-    samples_per_prompt: int
-
-    def sampling_temperature(self, step: int) -> float: ...
-
-    def compute_advantages(self, batch: RolloutBatch) -> dict[str, float]: ...
-
-    def loss(self, mb: RolloutBatch, out: PolicyOutput) -> tuple[torch.Tensor, dict[str, Any]]: ...
-
-    def state_dict(self) -> dict: ...
-
-    def load_state_dict(self, state: dict) -> None: ...
-
-
-class TaskSource(Protocol):
-    """Where prompts come from (a densecode.domains.Domain is one)."""
-
-    def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]: ...
-
-    def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]: ...
-
 
 def _seed_for(*parts: int) -> int:
     """A deterministic 31-bit seed from integers (step, process, ...): resume needs no RNG replay."""
@@ -146,17 +87,6 @@ def _seed_for(*parts: int) -> int:
     for p in parts:
         h = (h * 1_000_003 + int(p) + 0x7F4A7C15) & 0x7FFFFFFF
     return h
-
-
-@dataclass
-class StepView:
-    """What a task source's `on_step_end` sees of the trainer: the step and a gradient probe (nothing to mutate)."""
-
-    step: int
-    samples_per_prompt: int
-    # rows -> flat float32 gradient over the trainable policy parameters of -mean_t(A_t * log pi(a_t)) on
-    # those rows of the step's batch (the policy gradient at the current weights; optimizer state untouched).
-    policy_gradient: Callable[[list[int]], torch.Tensor]
 
 
 @dataclass
@@ -170,14 +100,14 @@ class TrainState:
 class Trainer:
     """Runs the loop; owns the optimizer, accelerate, logging, eval and checkpoints."""
 
-    def __init__(self, cfg, *, model, tokenizer, task_source, reward_fn, algo, run_dir: str | Path,
+    def __init__(self, cfg, *, model, tokenizer, task_source, reward_fn, algo: Algorithm, run_dir: str | Path,
                  critic=None, accelerator=None, sample_builder: Callable | None = None, sampler: Callable | None = None,
                  progress: bool = True):
         from accelerate import Accelerator
 
         self.cfg = cfg
         self.tokenizer = tokenizer
-        self.task_source = task_source
+        self.task_source: TaskSource = as_task_source(task_source)
         self.reward_fn = reward_fn
         self.algo = algo
         self.run_dir = Path(run_dir)
@@ -191,20 +121,20 @@ class Trainer:
         disable_dropout(model)
         if critic is not None:
             disable_dropout(critic)
-        if _kl_weight(reward_fn, cfg) > 0 and not getattr(algo, "allows_reward_kl", True):
+        if _kl_weight(reward_fn, cfg) > 0 and not algo.allows_reward_kl:
             raise DensecodeError(
                 f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn, cfg):g} (reward.weights.kl), but "
                 f"{algo.name} uses no KL in the reward (MicroCoder: beta = 0). Set reward.weights.kl=0 (and "
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
         # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
-        needs_ref = _kl_weight(reward_fn, cfg) > 0 or getattr(algo, "needs_reference", False)
+        needs_ref = _kl_weight(reward_fn, cfg) > 0 or algo.needs_reference
         # KL to the reference is a diagnostic of every run (drift), so the reference is scored even when no
         # reward or loss term uses it, unless train.log_reference_kl is off.
         needs_ref = needs_ref or bool(cfg.train.log_reference_kl)
         # A task source with per-sample KL loss weights (a multi-task run's beta_k) needs the reference too.
-        self._kl_loss_hook = (getattr(task_source, "kl_loss_coefs", None) if hasattr(algo, "kl_coef") else None)
-        if self._kl_loss_hook is not None and hasattr(task_source, "uses_kl_loss"):
-            needs_ref = needs_ref or bool(task_source.uses_kl_loss(float(algo.kl_coef)))
+        self._kl_loss_hook = self.task_source.kl_loss_coefs if algo.kl_coef is not None else None
+        if self._kl_loss_hook is not None:
+            needs_ref = needs_ref or bool(self.task_source.uses_kl_loss(float(algo.kl_coef)))
         self.reference = ReferencePolicy(model) if needs_ref or is_peft_model(model) else None
         self.policy_value = PolicyWithValue(model, cfg.model.value_model, critic,
                                             with_value_head=algo.needs_value_head)
@@ -226,6 +156,9 @@ class Trainer:
         self.run = RunDir(self.run_dir, is_main=self.accelerator.is_main_process)
         self._last_batch: RolloutBatch | None = None
         self._stop_requested = False
+        self._crash_hooks = None  # densecode.rl.crashpoints, armed by DENSECODE_CRASH_AT (the crash-safety test)
+        self._watching_optimizer = False
+        self._optimizer_stepped = False  # this step changed the weights (see _save_after_bad_input)
         self._prompt_cache: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------ helpers
@@ -273,7 +206,7 @@ class Trainer:
         self.policy_value.eval()
         sources = score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
                               with_values=self.algo.needs_value_head,
-                              score_pass=bool(getattr(cfg.algo, "score_pass", True)))
+                              score_pass=bool(cfg.algo.score_pass))
         timings["time/score_s"] = time.perf_counter() - t0
         timings["time/score_cpu_s"] = time.process_time() - c0
         timings.update(sources or {})
@@ -318,7 +251,7 @@ class Trainer:
         counts: dict[str, int] = defaultdict(int)
         skipped = 0
         self.policy_value.train()
-        epochs = int(getattr(self.algo, "epochs", 1))
+        epochs = int(self.algo.epochs)
         early_stopped = 0.0
         minibatches_done = 0
         for _epoch in range(epochs):
@@ -420,12 +353,9 @@ class Trainer:
         stats["time/update_s"] = time.perf_counter() - t0
         stats["time/update_cpu_s"] = time.process_time() - c0
         stats.update(self._rollout_stats(batch))
-        if hasattr(self.algo, "on_step_end"):
-            stats.update(self.algo.on_step_end(batch, stats) or {})
-        if hasattr(self.task_source, "on_step_end"):
-            view = StepView(step, int(self.algo.samples_per_prompt),
-                            lambda rows: self.policy_gradient(batch, rows))
-            stats.update(self.task_source.on_step_end(view, batch, stats) or {})
+        stats.update(self.algo.on_step_end(batch, stats) or {})
+        view = StepView(step, int(self.algo.samples_per_prompt), lambda rows: self.policy_gradient(batch, rows))
+        stats.update(self.task_source.on_step_end(view, batch, stats) or {})
         # KL controller: sequence KL summed over tokens (Ziegler et al.), n_steps = prompts this step,
         # measured with the estimator the reward's kl component uses (k1 here would steer a different number).
         seq_kl = reward_kl(batch.reward_outputs)
@@ -434,7 +364,7 @@ class Trainer:
         else:
             stats["objective/kl_reward"] = seq_kl
         beta = self.kl_ctl.update(seq_kl, batch.size * self.accelerator.num_processes)
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
+        if kl_weighted(self.reward_fn) and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", beta)
             except DensecodeError:
@@ -478,47 +408,7 @@ class Trainer:
                           for g, p in zip(grads, params)])
 
     def _rollout_stats(self, batch: RolloutBatch) -> dict[str, float]:
-        mask = batch.response_mask
-        lengths = mask.sum(-1)
-        stats = {
-            "rollout/response_length": float(lengths.mean()),
-            "rollout/truncated_frac": float(np.mean(batch.truncated)),
-            "rollout/eos_frac": float(np.mean([r.finish_reason == "eos" for r in batch.responses])),
-            "rollout/temperature": batch.temperature,
-        }
-        if batch.ref_logprobs is not None:
-            kl_tok = (batch.logprobs - batch.ref_logprobs) * mask
-            stats["objective/kl"] = float(kl_tok.sum(-1).mean())  # k1 sequence KL
-            stats["objective/kl_token_mean"] = float(masked_mean(kl_tok, mask))
-        if batch.grammar_verdicts is not None:
-            checked = (batch.grammar_verdicts != 0).float() * mask
-            rejected = (batch.grammar_verdicts < 0).float() * mask
-            stats["rollout/grammar_violation_rate"] = float(rejected.sum() / checked.sum().clamp(min=1))
-            stats["rollout/grammar_violating_samples"] = float((rejected.sum(-1) > 0).float().mean())
-        rb = batch.reward_outputs
-        outputs = getattr(rb, "outputs", None) or {}
-        stats.update(_outcome_stats(batch, outputs))
-        comps = {k: v.sum(-1).abs() for k, v in (batch.components or {}).items()}
-        if "kl" in comps:
-            # How much of the batch's reward the KL penalty is (1 = the task has no say any more).
-            total = sum(v.sum() for v in comps.values())
-            stats["reward/kl_share"] = float(comps["kl"].sum() / total) if float(total) > 0 else 0.0
-        if "lint" in outputs:
-            stats["rollout/lint_violations_per_sample"] = float(np.mean([len(o.diagnostics) for o in outputs["lint"]]))
-        if "tests" in outputs:
-            infos = [o.info for o in outputs["tests"] if o.info.get("has_tests", 1.0)]
-            if infos:
-                stats["rollout/test_pass_rate"] = float(np.mean([i.get("pass_rate", 0.0) for i in infos]))
-                stats["rollout/all_tests_passed"] = float(np.mean([i.get("all_passed", 0.0) for i in infos]))
-        if "sim" in outputs:
-            infos = [o.info for o in outputs["sim"]]
-            stats["rollout/sim_score"] = float(np.mean([i.get("sim_score", 0.0) for i in infos]))
-            if all("runs" in i and "successes" in i for i in infos):
-                stats["rollout/sim_success"] = float(np.mean([i["successes"] / max(i["runs"], 1) for i in infos]))
-        if "syntax" in outputs:
-            stats["rollout/syntax_error_frac"] = float(
-                np.mean([float(np.any(np.asarray(o.values) < 0)) for o in outputs["syntax"]]))
-        return stats
+        return rollout_stats(batch)
 
     def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
         """Mean of every scalar over processes (same keys on every process, sorted)."""
@@ -542,14 +432,14 @@ class Trainer:
             out = {f"eval/{k}": float(v) for k, v in res.items()}
             out["time/eval_s"] = time.perf_counter() - t0
             self.run.write_metrics({"step": step, **out}, kind="eval")
-            self.run.write_eval_tasks(step, getattr(self.task_source, "last_eval_rows", None))
+            self.run.write_eval_tasks(step, self.task_source.last_eval_rows)
         self.accelerator.wait_for_everyone()
         return out
 
     def write_rollouts(self, step: int) -> None:
         batch = self._last_batch
         if batch is not None:
-            self.run.write_rollouts(step, batch.samples, batch.reward_outputs, _per_token_algo_arrays(batch))
+            self.run.write_rollouts(step, batch.samples, batch.reward_outputs, per_token_algo_arrays(batch))
 
     def save_checkpoint(self) -> Path | None:
         """checkpoints/step-N, published atomically by RunDir.save_checkpoint."""
@@ -579,7 +469,7 @@ class Trainer:
             "kl_controller": self.kl_ctl.state_dict(),
             "algo": self.algo.state_dict(),
             "algo_name": self.algo.name,
-            "task_source": self.task_source.state_dict() if hasattr(self.task_source, "state_dict") else None,
+            "task_source": self.task_source.state_dict(),
             "lora": is_peft_model(pv.policy),
             "config_fingerprint": config_fingerprint(self.cfg),
         }
@@ -597,7 +487,7 @@ class Trainer:
         saved = ""
         done = self.state.step
         latest = self.run_dir / "checkpoints" / f"step-{done:06d}"
-        if getattr(self, "_optimizer_stepped", False):
+        if self._optimizer_stepped:
             last = resolve_checkpoint_or_none(self.run_dir)
             saved = f" (continue from {last} with --resume {self.run_dir} once fixed)" if last else ""
         elif self.accelerator.num_processes > 1:
@@ -615,7 +505,7 @@ class Trainer:
 
     def _crash_point(self, phase: str, stage: int) -> None:
         """The crash-safety test's hook (densecode.rl.crashpoints); a no-op unless DENSECODE_CRASH_AT is set."""
-        hooks = getattr(self, "_crash_hooks", None)
+        hooks = self._crash_hooks
         if hooks is not None and hooks.point.phase == phase and hooks.point.step == self.state.step \
                 and hooks.point.k == stage:
             from densecode.rl.crashpoints import die
@@ -640,14 +530,13 @@ class Trainer:
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
         set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
         self.kl_ctl.load_state_dict(meta["kl_controller"])
-        if hasattr(self.reward_fn, "set_weight") and _kl_weight(self.reward_fn, self.cfg) > 0:
+        if kl_weighted(self.reward_fn) and _kl_weight(self.reward_fn, self.cfg) > 0:
             try:
                 self.reward_fn.set_weight("kl", self.kl_ctl.value)
             except DensecodeError:
                 pass
         self.algo.load_state_dict(meta.get("algo") or {})
-        if hasattr(self.task_source, "load_state_dict"):
-            self.task_source.load_state_dict(meta.get("task_source") or {})
+        self.task_source.load_state_dict(meta.get("task_source") or {})
         self.state.step = int(meta["step"])
         self.state.skipped_steps = int(meta.get("skipped_steps", 0))
         self.state.elapsed_s = float(meta.get("elapsed_s", 0.0))
@@ -670,9 +559,9 @@ class Trainer:
             self.run.open_session(self.state.step)
         from densecode.rl.crashpoints import install_from_env
 
-        if getattr(self, "_crash_hooks", None) is None:
+        if self._crash_hooks is None:
             self._crash_hooks = install_from_env(self)
-        if not getattr(self, "_watching_optimizer", False):
+        if not self._watching_optimizer:
             # Tells _save_after_bad_input whether an error came after this step changed the weights.
             inner = getattr(self.optimizer, "optimizer", self.optimizer)
             inner.register_step_post_hook(lambda *_: setattr(self, "_optimizer_stepped", True))
@@ -738,54 +627,10 @@ class Trainer:
                 from densecode.rl.report import write_report
 
                 write_report(self.run_dir)
-                if hasattr(self.task_source, "write_report"):
-                    self.task_source.write_report(self.run_dir)  # a task source's own pictures (multi-task curves)
+                self.task_source.write_report(self.run_dir)  # a task source's own pictures (multi-task curves)
             except Exception as exc:  # noqa: BLE001 - a plotting problem must not lose a finished run
                 logger.warning("could not write the learning-curve report: %s", exc)
         return {"step": self.state.step, "interrupted": interrupted, "last": last_stats}
-
-
-def _per_token_algo_arrays(batch: RolloutBatch) -> dict[str, list[np.ndarray]]:
-    """The optimiser's per-token view of each sample (for credit diagnostics, densecode.eval.credit): the value
-    predictions at rollout time, the GAE returns, and the advantages the loss used (PPO: whitened over the batch
-    when algo.ppo.whiten_advantages; raw advantages = returns - values). Only what this algorithm computed."""
-    lengths = batch.response_mask.sum(-1).long().tolist()
-    out: dict[str, list[np.ndarray]] = {}
-    for name in ("values", "returns", "advantages"):
-        t = getattr(batch, name, None)
-        if isinstance(t, torch.Tensor) and t.dim() == 2:
-            rows = t.detach().float().cpu().numpy()
-            out[name] = [rows[i, :n] for i, n in enumerate(lengths)]
-    return out
-
-
-def _outcome_stats(batch: RolloutBatch, outputs: dict) -> dict[str, float]:
-    """The rollouts' task success (the verifiable outcome), executability (no runtime/robot error) and, with
-    several responses per prompt, the share of prompts that carry no group signal (all pass / all fail)."""
-    from densecode.rl.credit import no_signal_share
-    from densecode.rl.grpo import outcome_of, sample_infos
-
-    n = len(batch.responses)
-    infos = sample_infos(batch.reward_outputs, n)
-    outcomes = [outcome_of(i) for i in infos]
-    stats: dict[str, float] = {}
-    if n and all(o is not None for o in outcomes):
-        t = torch.tensor(outcomes, dtype=torch.float32)
-        stats["rollout/task_success"] = float((t >= 1.0).float().mean())
-        stats["rollout/outcome_mean"] = float(t.mean())
-        if len(set(batch.prompt_index.tolist())) < n:
-            all_pass, all_fail = no_signal_share(t, batch.prompt_index.cpu())
-            stats["rollout/all_pass_prompts"] = all_pass
-            stats["rollout/all_fail_prompts"] = all_fail
-            stats["rollout/no_signal_prompts"] = all_pass + all_fail
-    judged = [i for i in infos if any(k in c for c in i.values() for k in ("python_errors", "exception"))]
-    if n and len(judged) == n:
-        def ran_cleanly(info: dict) -> bool:
-            return not any((c.get("python_errors") or 0) > 0 or (c.get("robot_errors") or 0) > 0
-                           or (c.get("exception") or 0) > 0 for c in info.values())
-
-        stats["rollout/executability"] = float(np.mean([ran_cleanly(i) for i in judged]))
-    return stats
 
 
 def _sampled_stop_token(response, tokenizer) -> int | None:
@@ -793,7 +638,7 @@ def _sampled_stop_token(response, tokenizer) -> int | None:
     the tokenizer's single EOS id; None when the response did not end on an end token."""
     if response.finish_reason != "eos":
         return None
-    sampled = getattr(response, "stop_token_id", None)
+    sampled = response.stop_token_id
     if sampled is not None:
         return int(sampled)
     eos = tokenizer.eos_token_id
