@@ -12,13 +12,14 @@ from densecode.config import load_config
 from densecode.errors import DensecodeError
 from densecode.models import load_model_and_tokenizer
 from densecode.rl.ppo import PPOAlgorithm
+from densecode.rl.protocols import TaskSource
 from densecode.rl.rollout import Response
 from densecode.rl.trainer import Trainer
 
 TARGET = 48  # "target tokens": ids below 48, ~1/8 of the tiny vocab
 
 
-class TargetTokenTask:
+class TargetTokenTask(TaskSource):
     """Trivial task: the prompt is fixed; evaluation = share of sampled tokens that are targets."""
 
     prompt = "x = "
@@ -264,11 +265,82 @@ def test_ctrl_c_finishes_the_step_saves_and_stops(tiny_model_dir, tmp_path):
                 os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of step 2
             return super().__call__(samples)
 
-    cfg = make_cfg(tiny_model_dir, tmp_path)
-    tr = make_trainer(cfg, tmp_path, reward=InterruptingReward())
-    result = tr.train(steps=10)
-    assert result["interrupted"] and result["step"] == 2
+    # A suite started from a shell that ignores SIGINT (nohup, `&` in a non-interactive shell) inherits SIG_IGN;
+    # the test is about Ctrl-C as a user's terminal delivers it, so it starts from Python's default handler.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        cfg = make_cfg(tiny_model_dir, tmp_path)
+        tr = make_trainer(cfg, tmp_path, reward=InterruptingReward())
+        result = tr.train(steps=10)
+        assert result["interrupted"] and result["step"] == 2
+        from densecode.rl.trainer import resolve_checkpoint
+
+        assert resolve_checkpoint(tmp_path).name == "step-000002"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the trainer put back what it found
+    finally:
+        signal.signal(signal.SIGINT, outer)
+
+
+def _full_disk(match, after: int = 0):
+    """Wraps open / torch.save: ENOSPC from the (after+1)-th call on a path ending in `match` onwards."""
+    import errno
+    import os
+
+    calls = {"n": 0}
+
+    def wrap(real):
+        def fake(*a, **kw):
+            paths = [str(x) for x in a[:2] if isinstance(x, (str, os.PathLike))]  # open(path), torch.save(obj, path)
+            if any(p.endswith(match) for p in paths):
+                calls["n"] += 1
+                if calls["n"] > after:
+                    raise OSError(errno.ENOSPC, "No space left on device", paths[0])
+            return real(*a, **kw)
+        return fake
+    return wrap
+
+
+def _assert_resumes_from_step_2(cfg, tmp_path):
     from densecode.rl.trainer import resolve_checkpoint
 
     assert resolve_checkpoint(tmp_path).name == "step-000002"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+    tr = make_trainer(cfg, tmp_path)
+    tr.load_checkpoint(tmp_path)
+    assert tr.state.step == 2
+    assert tr.train(steps=3)["step"] == 3
+    import json
+
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]  # the failed session's rows after the checkpoint are gone, none is torn
+
+
+def test_a_full_disk_while_logging_is_one_clear_error_and_the_last_checkpoint_resumes(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
+    import builtins
+
+    import densecode.rl.run_dir as run_dir_mod
+
+    cfg = make_cfg(tiny_model_dir, tmp_path, "train.save_every=2")
+    tr = make_trainer(cfg, tmp_path)
+    monkeypatch.setattr(run_dir_mod, "open", _full_disk("metrics.jsonl", after=2)(builtins.open), raising=False)
+    with pytest.raises(DensecodeError) as err:
+        tr.train(steps=4)  # steps 1, 2 logged, checkpoint step-2, then the disk is full at step 3's row
+    msg = str(err.value)
+    assert "metrics.jsonl" in msg and "No space left on device" in msg and "step-000002" in msg
+    assert f"--resume {tmp_path}" in msg
+    monkeypatch.undo()
+    _assert_resumes_from_step_2(cfg, tmp_path)
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_last_good_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    cfg = make_cfg(tiny_model_dir, tmp_path, "train.save_every=2")
+    tr = make_trainer(cfg, tmp_path)
+    monkeypatch.setattr(torch, "save", _full_disk("optimizer.pt", after=1)(torch.save))
+    with pytest.raises(DensecodeError) as err:
+        tr.train(steps=4)  # step-2 is saved; step 4's save runs out of space
+    msg = str(err.value)
+    assert "step-000004" in msg and "No space left on device" in msg and "step-000002" in msg and "is kept" in msg
+    monkeypatch.undo()
+    assert not (tmp_path / "checkpoints" / "step-000004").exists()
+    _assert_resumes_from_step_2(cfg, tmp_path)

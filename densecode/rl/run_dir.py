@@ -115,7 +115,7 @@ class RunDir:
     def _clear_write_errors(self, target: Path):
         return _WriteErrors(self, target)
 
-    def write_error(self, target: Path, exc: BaseException) -> DensecodeError:
+    def write_error(self, target: Path, exc: BaseException, what: str = "") -> DensecodeError:
         """One clear error for a failed write (a full disk, most often), naming what is safe to resume from."""
         previous = resolve_checkpoint_or_none(self.path)
         kept = f"{previous} is kept and `latest` still names it" if previous else "no earlier checkpoint exists"
@@ -125,7 +125,7 @@ class RunDir:
             free = f"{shutil.disk_usage(where).free / 2**20:.0f} MiB free; "
         except OSError:
             free = ""
-        return DensecodeError(f"could not write {target}: {reason} ({free}{kept}); free space on that disk or "
+        return DensecodeError(f"could not write {what}{target}: {reason} ({free}{kept}); free space on that disk or "
                               f"choose another --output-dir, then continue with --resume {self.path}")
 
     # ------------------------------------------------------------ checkpoints
@@ -148,7 +148,7 @@ class RunDir:
             _fsync_tree(tmp)
         except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
             shutil.rmtree(tmp, ignore_errors=True)
-            raise self.write_error(ckpt_root / name, exc) from None
+            raise self.write_error(ckpt_root / name, exc, "checkpoint ") from None
         crash_point("checkpoint", 3)
         final = ckpt_root / name
         if final.exists():

@@ -63,6 +63,7 @@ from densecode.rl.run_dir import (
     set_rng_state,
     write_json,
 )
+from densecode.rl.settings import SamplingParams, TrainerSettings
 from densecode.rl.stats import per_token_algo_arrays, rollout_stats
 from densecode.rl.value_head import (
     PolicyWithValue,
@@ -106,6 +107,8 @@ class Trainer:
         from accelerate import Accelerator
 
         self.cfg = cfg
+        self.settings = TrainerSettings.from_config(cfg)
+        self.sampling = SamplingParams.from_config(cfg.generation)
         self.tokenizer = tokenizer
         self.task_source: TaskSource = as_task_source(task_source)
         self.reward_fn = reward_fn
@@ -130,7 +133,7 @@ class Trainer:
         needs_ref = _kl_weight(reward_fn, cfg) > 0 or algo.needs_reference
         # KL to the reference is a diagnostic of every run (drift), so the reference is scored even when no
         # reward or loss term uses it, unless train.log_reference_kl is off.
-        needs_ref = needs_ref or bool(cfg.train.log_reference_kl)
+        needs_ref = needs_ref or self.settings.log_reference_kl
         # A task source with per-sample KL loss weights (a multi-task run's beta_k) needs the reference too.
         self._kl_loss_hook = self.task_source.kl_loss_coefs if algo.kl_coef is not None else None
         if self._kl_loss_hook is not None:
@@ -142,10 +145,10 @@ class Trainer:
                         for p in m.parameters()}
         self._policy_params = [p for p in self.policy_value.parameters() if p.requires_grad and id(p) not in value_params]
         self._value_params = [p for p in self.policy_value.parameters() if p.requires_grad and id(p) in value_params]
-        groups = [{"params": self._policy_params, "lr": cfg.train.lr},
-                  {"params": self._value_params, "lr": cfg.algo.ppo.vf_lr or cfg.train.lr}]
+        groups = [{"params": self._policy_params, "lr": self.settings.lr},
+                  {"params": self._value_params, "lr": self.settings.vf_lr}]
         # eps=1e-5 as CleanRL: tiny second moments early in RL otherwise blow the first steps up.
-        self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=cfg.train.weight_decay,
+        self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=self.settings.weight_decay,
                                            eps=1e-5)
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
@@ -178,19 +181,15 @@ class Trainer:
     # ------------------------------------------------------------ one step
 
     def rollout(self, step: int) -> tuple[RolloutBatch, dict[str, float]]:
-        cfg, gen = self.cfg, self.cfg.generation
-        proc = self.accelerator.process_index
-        prompts, tasks = self.task_source.train_batch(cfg.train.batch_size, _seed_for(cfg.train.seed, step, proc, 1))
+        s, proc = self.settings, self.accelerator.process_index
+        prompts, tasks = self.task_source.train_batch(s.batch_size, _seed_for(s.seed, step, proc, 1))
         temperature = float(self.algo.sampling_temperature(step))
         policy = self.unwrapped.policy
         timings = {}
         t0, c0 = time.perf_counter(), time.process_time()
-        responses = self.sampler(
-            policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt, max_new_tokens=gen.max_new_tokens,
-            temperature=temperature, top_p=gen.top_p, top_k=gen.top_k, grammar=gen.grammar, stop=list(gen.stop),
-            batch_size=gen.batch_size, seed=_seed_for(cfg.train.seed, step, proc, 2), progress=False,
-            grammar_options={"code_prefix": gen.grammar_code_prefix},
-        )
+        responses = self.sampler(policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt,
+                                 seed=_seed_for(s.seed, step, proc, 2), progress=False,
+                                 **self.sampling.sampler_kwargs(temperature))
         for r in responses:
             # The EOS decision is an action too: keep the token that was sampled (a model may have
             # several end tokens) so the update credits stopping on the token the policy chose.
@@ -204,21 +203,20 @@ class Trainer:
                             prompt_ids=encode_prompts(self.tokenizer, prompts))
         batch.step = step
         self.policy_value.eval()
-        sources = score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, gen.batch_size),
+        sources = score_batch(self.unwrapped, self.reference, batch, chunk_size=max(1, self.sampling.batch_size),
                               with_values=self.algo.needs_value_head,
-                              score_pass=bool(cfg.algo.score_pass))
+                              score_pass=s.score_pass)
         timings["time/score_s"] = time.perf_counter() - t0
         timings["time/score_cpu_s"] = time.process_time() - c0
         timings.update(sources or {})
         return batch, timings
 
     def compute_rewards(self, batch: RolloutBatch) -> dict[str, float]:
-        cfg = self.cfg
         samples = []
         for i, r in enumerate(batch.responses):
             n = len(r.token_ids)
             s = self.sample_builder(batch.prompts[i], r.token_ids, self.tokenizer, batch.tasks[i],
-                                    code_regions=cfg.reward.code_regions, truncated=r.finish_reason == "length")
+                                    code_regions=self.settings.code_regions, truncated=r.finish_reason == "length")
             s.logprobs = batch.logprobs[i, :n].detach().float().cpu().numpy()
             s.ref_logprobs = (batch.ref_logprobs[i, :n].detach().float().cpu().numpy()
                               if batch.ref_logprobs is not None else s.logprobs.copy())
@@ -242,11 +240,11 @@ class Trainer:
         return stats
 
     def update(self, batch: RolloutBatch, step: int) -> dict[str, float]:
-        cfg = self.cfg.algo
+        cfg = self.settings
         B = batch.size
         n_mb = max(1, min(cfg.num_minibatches, B))
         n_micro = max(1, cfg.grad_accum_steps)
-        gen = torch.Generator().manual_seed(_seed_for(self.cfg.train.seed, step, self.accelerator.process_index, 3))
+        gen = torch.Generator().manual_seed(_seed_for(cfg.seed, step, self.accelerator.process_index, 3))
         sums: dict[str, float] = defaultdict(float)
         counts: dict[str, int] = defaultdict(int)
         skipped = 0
@@ -327,7 +325,7 @@ class Trainer:
         """
         from accelerate.utils import DistributedType
 
-        max_norm = self.cfg.algo.max_grad_norm
+        max_norm = self.settings.max_grad_norm
         if self.accelerator.distributed_type in (DistributedType.DEEPSPEED, DistributedType.FSDP):
             norm = self.accelerator.clip_grad_norm_(self.policy_value.parameters(), max_norm)
             norm = float(norm) if norm is not None else float("nan")
@@ -427,8 +425,8 @@ class Trainer:
         out = {}
         if self.is_main:
             t0 = time.perf_counter()
-            res = self.task_source.evaluate(self.unwrapped.policy, self.tokenizer, n=self.cfg.train.eval_tasks,
-                                            seed=self.cfg.train.seed)
+            res = self.task_source.evaluate(self.unwrapped.policy, self.tokenizer, n=self.settings.eval_tasks,
+                                            seed=self.settings.seed)
             out = {f"eval/{k}": float(v) for k, v in res.items()}
             out["time/eval_s"] = time.perf_counter() - t0
             self.run.write_metrics({"step": step, **out}, kind="eval")
@@ -553,7 +551,7 @@ class Trainer:
                   "(press Ctrl-C again to abort without saving)", flush=True)
 
     def train(self, steps: int | None = None) -> dict[str, Any]:
-        cfg = self.cfg.train
+        cfg = self.settings
         total = int(steps if steps is not None else cfg.steps)
         if self.is_main:
             self.run.open_session(self.state.step)
