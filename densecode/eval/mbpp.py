@@ -56,6 +56,9 @@ CHAT_INSTRUCTION = (
     "Please provide a self-contained Python script that solves the following problem in a markdown code block:\n"
     "```\n{problem}\n```"
 )
+# The tests call one function by name: the chat prompt states its signature (the model otherwise invents a name
+# and every test fails with NameError). Shown after the problem, as EvalPlus's prompts end with the signature.
+CHAT_SIGNATURE = "\nThe tests call this function, so define it with exactly this name and parameters:\n```python\n{signature}\n```"
 CHAT_RESPONSE_PREFIX = (
     "Below is a Python script with a self-contained function that solves the problem and passes "
     "corresponding tests:\n```python\n"
@@ -318,12 +321,35 @@ def completion_prompt(task: CodeTask, shots: list[Shot]) -> str:
     return "".join(parts) + task.problem
 
 
+def function_signature(code: str, name: str) -> str:
+    """`def name(params):` of the top-level function `name` in `code` (a reference solution); "" when absent."""
+    try:
+        tree = parse_quietly(code)
+    except SyntaxError:
+        match = re.search(rf"^def\s+{re.escape(name)}\s*\(.*?\)\s*(->[^:]*)?:", code, flags=re.MULTILINE)
+        return match.group(0) if match else ""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+            return f"def {name}({ast.unparse(node.args)}){returns}:"
+    return ""
+
+
+def chat_user_message(problem: str, solution: str, entry_point: str) -> str:
+    """The user turn of one problem: the statement block, then the signature the tests call (when known)."""
+    text = CHAT_INSTRUCTION.format(problem=problem.strip())
+    signature = function_signature(solution, entry_point) if entry_point else ""
+    return text + CHAT_SIGNATURE.format(signature=signature) if signature else text
+
+
 def chat_messages(task: CodeTask, shots: list[Shot]) -> list[dict]:
     messages: list[dict] = []
     for shot in shots:
-        messages.append({"role": "user", "content": CHAT_INSTRUCTION.format(problem=shot.problem.strip())})
+        names = _defined_names(shot.solution)
+        messages.append({"role": "user", "content": chat_user_message(shot.problem, shot.solution,
+                                                                      names[0] if names else "")})
         messages.append({"role": "assistant", "content": CHAT_RESPONSE_PREFIX + shot.solution + "```"})
-    messages.append({"role": "user", "content": CHAT_INSTRUCTION.format(problem=task.problem.strip())})
+    messages.append({"role": "user", "content": chat_user_message(task.problem, task.canonical, task.entry_point)})
     return messages
 
 
