@@ -1,5 +1,5 @@
 """Reinforcement learning: rollout, value head, PPO, GRPO, and the shared trainer.
 
-The loop and the `Algorithm` interface an optimiser implements are documented at the
-top of `densecode/rl/trainer.py`.
+The loop is documented at the top of `densecode/rl/trainer.py`; the `Algorithm` an optimiser implements and the
+`TaskSource` a domain implements, in `densecode/rl/protocols.py`.
 """

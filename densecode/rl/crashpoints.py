@@ -82,6 +82,11 @@ class CrashHooks:
         if self.count == self.point.k:
             die()
 
+    def at(self, phase: str, step: int, k: int) -> None:
+        """A numbered point inside a phase (checkpoint stages 1-5): die when it is the armed one."""
+        if (phase, step, k) == (self.point.phase, self.point.step, self.point.k):
+            die()
+
     def install(self) -> None:
         tr = self.trainer
         if self.point.phase == "sample":

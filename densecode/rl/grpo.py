@@ -498,7 +498,7 @@ def group_order(prompt_index: torch.Tensor, group_size: int) -> torch.Tensor:
 
 @dataclass
 class GRPOAlgorithm(Algorithm):
-    """MicroCoder-GRPO as the trainer's `Algorithm` (see trainer.py): no value head.
+    """MicroCoder-GRPO as the trainer's `Algorithm` (densecode.rl.protocols): no value head.
 
     compute_advantages: sequence rewards → group advantages → truncation masking
     → (optional) dense token term; records diversity and lets the temperature
@@ -697,7 +697,7 @@ class GRPOAlgorithm(Algorithm):
         any_verdict: any verdict component's whole-response verdict ("any_verdict").
         """
         out: list[str | None] = [None] * len(truncated)
-        samples = getattr(batch, "samples", None) or []
+        samples = batch.samples or []
         diags = sample_diagnostics(batch.reward_outputs, len(truncated))
         for i, cut in enumerate(truncated):
             if not cut:
@@ -717,9 +717,9 @@ class GRPOAlgorithm(Algorithm):
             clip_eps_low=self.clip_eps, clip_eps_high=self.clip_eps_high, aggregation=self.loss_aggregation,
             ref_logprobs=mb.ref_logprobs,
             # Per-sample weights from the task source (a multi-task run's beta_k per sample), else algo.grpo.beta.
-            kl_coef=mb.kl_coefs if getattr(mb, "kl_coefs", None) is not None else self.kl_coef,
+            kl_coef=mb.kl_coefs if mb.kl_coefs is not None else self.kl_coef,
         )
-        if getattr(out, "entropy", None) is not None:
+        if out.entropy is not None:
             stats["entropy"] = float(masked_mean(out.entropy.detach(), mb.response_mask))
         return loss, {f"grpo/{k}": torch.tensor(v) for k, v in stats.items()}
 

@@ -9,6 +9,9 @@ only chooses its weight β each step and the trainer writes it back with
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+from densecode.errors import DensecodeError
 
 
 class FixedKLController:
@@ -69,3 +72,20 @@ def reward_kl(reward_outputs) -> float | None:
         return None
     values = [float(o.info["kl"]) for o in kl_outs if "kl" in (o.info or {}) and not (o.info or {}).get("kl_missing")]
     return float(np.mean(values)) if values else None
+
+
+def sample_kl_coefs(hook, base: float, batch) -> torch.Tensor | None:
+    """[B] weights of the algorithm's KL loss term from a task source's `kl_loss_coefs` hook, checked; None = base."""
+    if hook is None:
+        return None
+    coefs = hook(batch.tasks, float(base))
+    if coefs is None:
+        return None
+    t = torch.as_tensor(list(coefs), dtype=torch.float32)
+    if t.shape != (batch.size,) or not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+        raise DensecodeError(f"the task source's kl_loss_coefs gave {t.tolist()}; it must give one finite "
+                             f"weight >= 0 per sample ({batch.size})")
+    if bool((t > 0).any()) and batch.ref_logprobs is None:
+        raise DensecodeError("the task source's kl_loss_coefs are > 0 but no reference model is loaded: its "
+                             "uses_kl_loss(base) must say True for such a run")
+    return t.to(batch.response_mask.device)

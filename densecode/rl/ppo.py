@@ -3,7 +3,7 @@
 Tensors are laid out over *response tokens*: shape [batch, T], right-padded, with
 `mask` (1 for a real response token, 0 for padding). Everything is a pure function
 of tensors except `PPOAlgorithm`, the strategy object the trainer calls
-(see `densecode/rl/trainer.py` for the interface).
+(see `densecode/rl/protocols.py` for the interface).
 
 Paper names: rewards r_t, values V_t, deltas δ_t = r_t + γ V_{t+1} − V_t,
 advantages A_t = Σ_k (γλ)^k δ_{t+k} (GAE), returns R_t = A_t + V_t,
@@ -155,7 +155,7 @@ def explained_variance_by_fifth(values: torch.Tensor, returns: torch.Tensor, mas
 class PPOAlgorithm(Algorithm):
     """PPO with a value head: GAE advantages, clipped surrogate, clipped value loss.
 
-    Implements the trainer's `Algorithm` interface (see trainer.py).
+    Implements the trainer's `Algorithm` interface (densecode.rl.protocols).
     """
 
     gamma: float = 1.0

@@ -127,10 +127,10 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
             token_ids=[int(t) for t in g.token_ids],
             finish_reason=str(g.finish_reason),
             completion=g.completion,
-            grammar_verdicts=list(g.grammar_verdicts) if getattr(g, "grammar_verdicts", None) is not None else None,
+            grammar_verdicts=list(g.grammar_verdicts) if g.grammar_verdicts is not None else None,
             policy_logprobs=policy if temperature > 0 else None,
             hidden=g.hidden,
-            stop_token_id=getattr(g, "stop_token_id", None),
+            stop_token_id=g.stop_token_id,
         ))
     return responses
 
@@ -288,3 +288,40 @@ def to_padded(arrays: list[np.ndarray], R: int, device=None) -> torch.Tensor:
         a = np.asarray(a, dtype=np.float32)[:R]
         out[i, : len(a)] = torch.from_numpy(a)
     return out.to(device) if device is not None else out
+
+
+def sampled_stop_token(response, tokenizer) -> int | None:
+    """The end token a response stopped on: the sampled one, else (a sampler that does not record it)
+    the tokenizer's single EOS id; None when the response did not end on an end token."""
+    if response.finish_reason != "eos":
+        return None
+    sampled = response.stop_token_id
+    if sampled is not None:
+        return int(sampled)
+    eos = tokenizer.eos_token_id
+    return int(eos) if eos is not None else None
+
+
+def reward_samples(batch: RolloutBatch, sample_builder, tokenizer, code_regions: str) -> list:
+    """The reward function's input: one Sample per response, with its logπ_old and logπ_ref (the KL component's)
+    and the sampler's grammar verdicts."""
+    samples = []
+    for i, r in enumerate(batch.responses):
+        n = len(r.token_ids)
+        s = sample_builder(batch.prompts[i], r.token_ids, tokenizer, batch.tasks[i], code_regions=code_regions,
+                           truncated=r.finish_reason == "length")
+        s.logprobs = batch.logprobs[i, :n].detach().float().cpu().numpy()
+        s.ref_logprobs = (batch.ref_logprobs[i, :n].detach().float().cpu().numpy()
+                          if batch.ref_logprobs is not None else s.logprobs.copy())
+        if r.grammar_verdicts is not None:
+            s.grammar_verdicts = list(r.grammar_verdicts) + [None] * (n - len(r.grammar_verdicts))
+        samples.append(s)
+    return samples
+
+
+def append_stop_tokens(responses: list[Response], tokenizer) -> None:
+    """Append to each response that ended on an end token that token (sampled_stop_token), in place."""
+    for r in responses:
+        stop_token = sampled_stop_token(r, tokenizer)
+        if stop_token is not None:
+            r.token_ids = list(r.token_ids) + [stop_token]

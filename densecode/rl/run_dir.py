@@ -22,6 +22,7 @@ import os
 import random
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,15 @@ from densecode.rl.value_head import is_peft_model
 logger = logging.getLogger(__name__)
 
 LOGS = ("metrics.jsonl", "rollouts.jsonl", "eval_tasks.jsonl")
+
+
+@dataclass
+class TrainState:
+    """The loop's counters, checkpointed in trainer_state.json."""
+
+    step: int = 0  # completed steps
+    skipped_steps: int = 0  # steps whose every optimizer update was skipped (non-finite gradients)
+    elapsed_s: float = 0.0  # wall time over all sessions of this run
 
 
 class RunDir:
@@ -195,6 +205,34 @@ class _WriteErrors:
         return False
 
 
+def save_model_state(tmp: Path, pv, tokenizer, optimizer, crash_point: Callable[[str, int], None]) -> None:
+    """The weights (policy, value head, critic), the tokenizer, the optimizer and the RNGs into checkpoint dir `tmp`."""
+    pv.policy.save_pretrained(tmp / "model", safe_serialization=True)
+    tokenizer.save_pretrained(tmp / "model")
+    if pv.value_head is not None:
+        torch.save(pv.value_head.state_dict(), tmp / "value_head.pt")
+    if pv.critic is not None:
+        pv.critic.save_pretrained(tmp / "critic", safe_serialization=True)
+    crash_point("checkpoint", 1)
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(rng_state(), tmp / "rng.pt")
+    crash_point("checkpoint", 2)
+
+
+def load_model_state(path: Path, meta: dict, pv, optimizer) -> None:
+    """save_model_state's counterpart, exactly (resume is bit-for-bit)."""
+    if meta.get("lora") != is_peft_model(pv.policy):
+        raise DensecodeError(f"checkpoint {path} was trained with lora.enabled={meta.get('lora')}; "
+                             f"this run has lora.enabled={is_peft_model(pv.policy)} (make them match)")
+    load_weights(pv.policy, path / "model")
+    if pv.value_head is not None and (path / "value_head.pt").is_file():
+        pv.value_head.load_state_dict(torch.load(path / "value_head.pt", map_location="cpu"))
+    if pv.critic is not None and (path / "critic").is_dir():
+        load_weights(pv.critic, path / "critic")
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+    set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
+
+
 def read_checkpoint_meta(path: Path) -> dict:
     try:
         return json.loads((path / "trainer_state.json").read_text())
@@ -279,7 +317,7 @@ def resolve_checkpoint_or_none(path: str | Path) -> Path | None:
 def config_fingerprint(cfg) -> dict[str, Any]:
     """The settings a checkpoint cannot be resumed across (they change what the saved state means)."""
     return {
-        "domain": str(getattr(cfg, "domain", "")),
+        "domain": str(cfg.domain),
         "algo": cfg.algo.name,
         "lora": bool(cfg.lora.enabled),
         "value_model": cfg.model.value_model,

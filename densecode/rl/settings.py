@@ -29,9 +29,9 @@ class SamplingParams:
 
     def sampler_kwargs(self, temperature: float) -> dict:
         """The keyword arguments of densecode.rl.rollout.sample_responses (and of any drop-in sampler)."""
-        return dict(max_new_tokens=self.max_new_tokens, temperature=temperature, top_p=self.top_p, top_k=self.top_k,
-                    grammar=self.grammar, stop=list(self.stop), batch_size=self.batch_size,
-                    grammar_options={"code_prefix": self.grammar_code_prefix})
+        return {"max_new_tokens": self.max_new_tokens, "temperature": temperature, "top_p": self.top_p,
+                "top_k": self.top_k, "grammar": self.grammar, "stop": list(self.stop), "batch_size": self.batch_size,
+                "grammar_options": {"code_prefix": self.grammar_code_prefix}}
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,16 @@ class TrainerSettings:
                    num_minibatches=int(a.num_minibatches), grad_accum_steps=int(a.grad_accum_steps),
                    max_grad_norm=float(a.max_grad_norm), early_stop_kl=float(a.early_stop_kl),
                    score_pass=bool(a.score_pass), code_regions=cfg.reward.code_regions)
+
+
+def seed_for(*parts: int) -> int:
+    """A deterministic 31-bit seed from integers (step, process, ...): resume needs no RNG replay."""
+    h = 0x9E3779B9
+    for p in parts:
+        h = (h * 1_000_003 + int(p) + 0x7F4A7C15) & 0x7FFFFFFF
+    return h
+
+
+def due(every: int, step: int, total: int) -> bool:
+    """A periodic action (log, rollouts, eval) is due after `step`: every `every` steps and at the last (0 = never)."""
+    return every > 0 and (step % every == 0 or step == total)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -94,3 +97,48 @@ def outcome_stats(batch: RolloutBatch, outputs: dict) -> dict[str, float]:
 
         stats["rollout/executability"] = float(np.mean([ran_cleanly(i) for i in judged]))
     return stats
+
+
+def reward_stats(batch: RolloutBatch) -> dict[str, float]:
+    """The reward function's own scalars, and each sequence's summed reward (total and per component)."""
+    stats = {k: float(v) for k, v in (batch.reward_outputs.stats or {}).items() if isinstance(v, (int, float))}
+    stats["reward/sequence_mean"] = float(batch.sequence_rewards.mean())
+    stats["reward/sequence_std"] = float(batch.sequence_rewards.std()) if batch.size > 1 else 0.0
+    for name, vals in batch.components.items():
+        stats[f"reward/{name}/sequence_mean"] = float(vals.sum(-1).mean())
+    return stats
+
+
+class RunningMeans:
+    """Means of the update's scalars over the micro-batches / minibatches that reported them."""
+
+    def __init__(self):
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, key: str, value) -> None:
+        self.sums[key] = self.sums.get(key, 0.0) + float(value)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def means(self) -> dict[str, float]:
+        return {k: self.sums[k] / max(self.counts[k], 1) for k in self.sums}
+
+
+def mean_over_processes(accelerator, stats: dict[str, float]) -> dict[str, float]:
+    """Mean of every scalar over processes (same keys on every process, sorted)."""
+    if accelerator.num_processes == 1:
+        return stats
+    keys = sorted(stats)
+    t = torch.tensor([float(stats[k]) for k in keys], dtype=torch.float64, device=accelerator.device)
+    t = accelerator.reduce(t, reduction="mean")
+    return dict(zip(keys, t.tolist()))
+
+
+@contextmanager
+def phase_timer(stats: dict, name: str):
+    """time/<name>_s (wall) and time/<name>_cpu_s (this process's CPU time, all its threads; not the sandbox's
+    processes) of the block: on a shared machine the CPU-time split moves far less with the load."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    yield
+    stats[f"time/{name}_s"] = time.perf_counter() - t0
+    stats[f"time/{name}_cpu_s"] = time.process_time() - c0
