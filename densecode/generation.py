@@ -414,11 +414,11 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
     processor = None
+    eos_ids = eos_token_ids(model, tokenizer)
     if grammar != "off":
         from densecode.grammar import GrammarProcessor
 
-        processor = GrammarProcessor(tokenizer, mode=grammar, **(grammar_options or {}))
-    eos_ids = eos_token_ids(model, tokenizer)
+        processor = GrammarProcessor(tokenizer, mode=grammar, eos_ids=eos_ids, **(grammar_options or {}))
     rows = [_Row(p, j) for p in range(len(prompts)) for j in range(n)]
     was_training = model.training
     model.eval()

@@ -481,7 +481,8 @@ class GrammarProcessor:
     def __init__(self, tokenizer, mode: str = "check", *, code_prefix: str = "auto",
                  grammar_file: str | Path | None = None, corrected_grammar: bool = True,
                  fast_parser: bool | str = True, indent: bool = True, syncode_fixes: bool = True,
-                 constrain_by: str = "check_first", stats: dict | None = None):
+                 constrain_by: str = "check_first", stats: dict | None = None,
+                 eos_ids: list[int] | set[int] | None = None):
         if mode not in ("check", "constrain"):
             raise DensecodeError(f"grammar mode must be check or constrain here; got {mode!r}")
         if code_prefix not in ("auto", "prompt", "none"):
@@ -502,7 +503,9 @@ class GrammarProcessor:
         self.mask_store = engine.dfa_mask_store
         _cache_fsm_states(self.mask_store._fsms)
         self.byte_tokenizer = self.processor.byte_tokenizer
-        self.eos_ids = sorted({i for i in [tokenizer.eos_token_id] if i is not None})
+        # Every id that ends a response (a chat model's end-of-turn token besides its EOS: the sampler's
+        # eos_token_ids); the tokenizer's EOS alone when the caller does not say.
+        self.eos_ids = sorted(set(eos_ids) if eos_ids else {i for i in [tokenizer.eos_token_id] if i is not None})
         self.rows: list[_RowState] = []
         # Shared by every GrammarProcessor of this (tokenizer, grammar): a training run makes
         # one per rollout, and these only depend on the tokenizer and the grammar.

@@ -87,6 +87,22 @@ def test_corrected_grammar_accepts_valid_python(tiny, checker):
     assert rejected == []
 
 
+def test_every_end_token_is_judged_like_eos(tiny):
+    """A chat model ends a turn with its end-of-turn token besides EOS: the grammar must treat both alike."""
+    from densecode.grammar import GrammarProcessor
+
+    _, tok = tiny
+    end_of_turn = 5  # any other id stands in for <|im_end|>
+    proc = GrammarProcessor(tok, "check", eos_ids={tok.eos_token_id, end_of_turn})
+    assert proc.eos_ids == sorted({tok.eos_token_id, end_of_turn})
+    vocab = len(tok)
+    proc.begin([ROBOT_PROMPT])
+    row = proc.rows[0]
+    assert proc._accept_mask(row, vocab)[end_of_turn].item() is False  # empty body: no turn end yet
+    row.ids = tok("    go_to('kitchen')\n")["input_ids"]
+    assert proc._accept_mask(row, vocab)[end_of_turn].item() is True
+
+
 def test_eos_allowed_only_when_code_is_complete(tiny, checker):
     _, tok = tiny
     vocab = len(tok)
