@@ -27,7 +27,7 @@ from pathlib import Path
 # The arms, as overrides of configs/robotics.yaml. Each spells out every setting it changes from the
 # reference arm `gae` (the recipe before the sweep) so the arm means the same whatever the default is.
 GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch_size=64", "train.lr=2e-5",
-       "generation.top_p=0.95", "train.steps=40", "reward.weights.kl=0.2"]
+       "generation.top_p=0.95", "train.steps=40", "reward.weights.kl=0.2", "train.num_threads=1"]
 OUTCOME = ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", "train.batch_size=16"]
 # The validation winner (the `outcome-p1-kl0-neg0` arm below), the base of the later arms.
 NEG0 = GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0",
