@@ -29,7 +29,6 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -95,6 +94,7 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_
                     name: str = "") -> tuple[list[float], list[int]]:
     from densecode.config import load_config
     from densecode.models import load_model_and_tokenizer
+    from densecode.rewards import RewardBatch
     from densecode.rl.ppo import PPOAlgorithm
     from densecode.rl.trainer import Trainer
 
@@ -117,7 +117,7 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_
 
     def reward_fn(samples):  # trivial per-token reward + the KL term, like densecode's kl component
         total = [np.full(len(s.token_ids), 0.01, np.float32) - 0.05 * (s.logprobs - s.ref_logprobs) for s in samples]
-        return SimpleNamespace(total=total, components={}, outputs={}, stats={})
+        return RewardBatch(total, {}, {}, {}, {})
 
     tr = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn,
                  algo=PPOAlgorithm.from_config(cfg.algo, cfg.generation), run_dir=out_dir, critic=critic,

@@ -19,7 +19,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -28,6 +28,25 @@ from densecode.errors import ConfigError
 # The default configs ship inside the package as data (in a checkout, densecode/configs is a link to the
 # top-level configs/, the one copy), so `--config robotics` resolves in any install, from any folder.
 CONFIG_DIR = Path(str(importlib.resources.files("densecode") / "configs"))
+
+
+# Choice fields are Literal types: a value outside one is a ConfigError naming the key (exit 2), and the modules
+# that use a choice read its values from here (typing.get_args) instead of keeping a list of their own.
+GrammarMode = Literal["off", "check", "constrain"]
+CodePrefix = Literal["auto", "prompt", "none"]
+RewardMode = Literal["dense", "sparse"]
+CodeRegions = Literal["auto", "completion", "fenced"]
+AlgoName = Literal["ppo", "grpo", "rft"]
+Credit = Literal["gae", "outcome", "outcome+dense", "outcome+local"]
+GRPOCredit = Literal["outcome", "outcome+dense", "outcome+local"]  # GRPO has no critic: no gae
+LossAggregation = Literal["token", "sequence"]
+TruncationMasking = Literal["conditional", "all", "none"]
+TruncationEvidence = Literal["cut_proof", "any_verdict"]
+SequenceReward = Literal["outcome", "mean", "sum"]
+RepetitionTest = Literal["paper", "any_period"]
+DiversityMetric = Literal["distinct_4", "edit_distance"]
+ValueModel = Literal["shared", "separate"]
+MixedPrecision = Literal["no", "bf16", "fp16"]
 
 
 @dataclass
@@ -41,7 +60,7 @@ class ModelConfig:
     # adapters already leave them alone).
     freeze_embeddings: bool = False
     # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
-    value_model: str = "shared"
+    value_model: ValueModel = "shared"
 
 
 @dataclass
@@ -62,10 +81,10 @@ class GenerationConfig:
     temperature: float = 1.0  # rollout sampling temperature (PPO; GRPO's schedule is algo.grpo.temperature_schedule)
     top_p: float = 0.95  # nucleus sampling (reference 0.95); 1.0 = off
     top_k: int = 0  # 0 = off
-    grammar: str = "off"  # off | check | constrain (SynCode logits processor)
+    grammar: GrammarMode = "off"  # off | check | constrain (SynCode logits processor)
     # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
     # else after its last ``` fence, else nothing) | prompt | none.
-    grammar_code_prefix: str = "auto"
+    grammar_code_prefix: CodePrefix = "auto"
     # Strings that end a response (cut before them); empty = the domain's own stop strings at eval.
     stop: list[str] = field(default_factory=list)
     batch_size: int = 16  # rows per generate() call (memory vs speed; results do not depend on it)
@@ -73,8 +92,8 @@ class GenerationConfig:
 
 @dataclass
 class RewardConfig:
-    mode: str = "dense"  # dense | sparse (same components summed onto the last token)
-    code_regions: str = "auto"  # auto | completion | fenced
+    mode: RewardMode = "dense"  # dense | sparse (same components summed onto the last token)
+    code_regions: CodeRegions = "auto"  # auto | completion | fenced
     # Merged over the domain's default weights (the reference weights: code lint/syntax/dfg 0.1,
     # tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9); a weight of 0 switches a
     # component off. `missing_eos: W` puts -W on the last token of a response cut by the length limit.
@@ -112,7 +131,7 @@ class PPOConfig:
     # on every token, plus the KL penalty's return-to-go; no critic. outcome+dense adds, per component, the
     # return-to-go of its located findings minus their leave-one-out baseline (PRIME-style); outcome+local adds
     # each finding on its own tokens only (RLTF-style).
-    credit: str = "gae"
+    credit: Credit = "gae"
     samples_per_prompt: int = 1  # responses per prompt (the outcome credit's leave-one-out baseline)
     lam_critic: float | None = None  # λ of the critic's return targets apart from the policy's (VC-PPO: 1.0)
     # outcome credit: the weight of the advantage of responses below their baseline (1 = plain; 0 = only the
@@ -129,7 +148,7 @@ class TemperatureScheduleConfig:
     stages: list[float] = field(default_factory=lambda: [0.6, 1.2])  # never ramps: always one of these
     # Step at which each later stage starts (one fewer than stages; ignored for one stage = a fixed temperature).
     switch_steps: list[int] = field(default_factory=lambda: [140])  # paper: ~step 140
-    metric: str = "distinct_4"  # distinct_4 | edit_distance (densecode/rl/diversity.py)
+    metric: DiversityMetric = "distinct_4"  # distinct_4 | edit_distance (densecode/rl/diversity.py)
     window: int = 8  # steps of diversity history behind level and trend
     floor: float = 0.25  # level below this (collapsed onto few outputs) -> next stage at once
     min_slope: float = 0.0  # "falling" = trend below -min_slope per step ...
@@ -154,25 +173,26 @@ class GRPOConfig:
     clip_eps: float = 0.2  # TRL epsilon
     clip_eps_high: float = 0.28  # DAPO clip-higher (TRL epsilon_high)
     beta: float = 0.0  # k3 KL loss term against the reference; MicroCoder/DAPO use none (TRL beta)
-    loss_aggregation: str = "token"  # token (DAPO) | sequence (GRPO)
+    loss_aggregation: LossAggregation = "token"  # token (DAPO) | sequence (GRPO)
     # r_i of the group advantage: outcome = the task's verifiable outcome (tests pass rate, sim success);
     # mean | sum = the per-token mean / sum of the weighted dense rewards.
-    sequence_reward: str = "outcome"
-    truncation_masking: str = "conditional"  # conditional (MicroCoder) | all (DAPO overlong filtering) | none
+    sequence_reward: SequenceReward = "outcome"
+    truncation_masking: TruncationMasking = "conditional"  # conditional (MicroCoder) | all (DAPO overlong filtering) | none
     # "Judged incorrect" (keeps a truncated response's advantage) from: cut_proof = evidence the cut did not
     # cause (docs/grpo.md) | any_verdict = any verdict component's verdict (the rule before issue #22).
-    truncation_evidence: str = "cut_proof"
-    # The components whose verdicts can judge a response incorrect (see truncation_evidence).
-    verdict_components: list[str] = field(default_factory=lambda: ["syntax", "tests", "sim"])
+    truncation_evidence: TruncationEvidence = "cut_proof"
+    # The components whose verdicts (ComponentOutput.incorrect / errors) can judge a response incorrect (see
+    # truncation_evidence); null = every component that gives one, so a new component counts with no edit here.
+    verdict_components: list[str] | None = None
     truncation_rho: float = 0.3  # share of eligible truncated responses masked (paper: 10% and 30% appear)
-    repetition_test: str = "paper"  # paper: last `window` tokens == the `window` before | any_period: period 1..w
+    repetition_test: RepetitionTest = "paper"  # paper: last `window` tokens == the `window` before | any_period: period 1..w
     # m of the repetition test. The paper's 128 is for long responses; the paper test needs 2m tokens, so
     # 64 fits generation.max_new_tokens 128 (a warning says when 2m > max_new_tokens: it can never fire).
     repetition_window: int = 64
     # Token credit next to the group advantage (densecode/rl/credit.py, as algo.ppo.credit): outcome = none;
     # outcome+dense = per component, its located findings' return-to-go minus their leave-one-out baseline;
     # outcome+local = each finding on its own tokens. Weighted by dense_scale.
-    credit: str = "outcome"
+    credit: GRPOCredit = "outcome"
     # densecode's first extension: a token-level group z-score of the attributable parts of these components.
     dense: bool = False
     dense_scale: float = 0.5  # weight of the token-level term (credit's or dense's) next to the group advantage
@@ -195,7 +215,7 @@ class RFTConfig:
 
 @dataclass
 class AlgoConfig:
-    name: str = "ppo"  # ppo | grpo | rft: which of the sections below is used
+    name: AlgoName = "ppo"  # ppo | grpo | rft: which of the sections below is used
     # The update loop, shared: each epoch/iteration splits the batch into minibatches (one optimizer step each).
     num_minibatches: int = 1
     grad_accum_steps: int = 1  # micro-batches per minibatch (gradients accumulated: same result, less memory)
@@ -258,7 +278,7 @@ class TrainingConfig:
     log_every: int = 1  # a metrics.jsonl / TensorBoard row every N steps
     # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
     rollouts_every: int = 10
-    mixed_precision: str = "no"  # no | bf16 | fp16 (accelerate)
+    mixed_precision: MixedPrecision = "no"  # no | bf16 | fp16 (accelerate)
     num_threads: int = 0  # torch CPU threads; 0 = leave torch's default
     # Score the frozen reference every step to log KL(π ‖ π_ref) (objective/kl) even when no reward or loss term
     # uses it: drift is the first thing to look at when a run does not learn. One no-grad forward pass per step.
@@ -309,6 +329,10 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     args = typing.get_args(tp)
     if tp is Any:
         return value
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{source}: key '{key}' must be one of {', '.join(map(str, args))}; got {value!r}")
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -526,36 +550,19 @@ def build_task_options(domain: str, layers: list[tuple[Any, str]], current: Any 
     return opts
 
 
-_CHOICES = {
-    "generation.grammar": ("off", "check", "constrain"),
-    "reward.mode": ("dense", "sparse"),
-    "reward.code_regions": ("auto", "completion", "fenced"),
-    "algo.name": ("ppo", "grpo", "rft"),
-    "algo.ppo.credit": ("gae", "outcome", "outcome+dense", "outcome+local"),
-    "algo.grpo.credit": ("outcome", "outcome+dense", "outcome+local"),
-    "algo.grpo.loss_aggregation": ("token", "sequence"),
-    "algo.grpo.truncation_masking": ("conditional", "all", "none"),
-    "algo.grpo.sequence_reward": ("outcome", "mean", "sum"),
-    "algo.grpo.repetition_test": ("paper", "any_period"),
-    "algo.grpo.truncation_evidence": ("cut_proof", "any_verdict"),
-    "algo.grpo.temperature_schedule.metric": ("distinct_4", "edit_distance"),
-    "model.value_model": ("shared", "separate"),
-    "train.mixed_precision": ("no", "bf16", "fp16"),
-}
-
-
-def get_key(cfg: Any, key: str) -> Any:
-    obj = cfg
-    for part in key.split("."):
-        obj = getattr(obj, part)
-    return obj
+def check_choices(obj: Any, prefix: str = "") -> None:
+    """Every Literal-typed field of dataclass `obj` (and of its sections) holds one of its choices: a config
+    built or changed in Python is checked like one read from YAML (ConfigError naming the key)."""
+    for name, tp in _field_types(type(obj)).items():
+        value = getattr(obj, name)
+        if dataclasses.is_dataclass(tp):
+            check_choices(value, f"{prefix}{name}.")
+        elif typing.get_origin(tp) is Literal and value not in typing.get_args(tp):
+            raise ConfigError(f"key '{prefix}{name}' must be one of {', '.join(typing.get_args(tp))}; got {value!r}")
 
 
 def validate(cfg: DensecodeConfig) -> None:
-    for key, choices in _CHOICES.items():
-        value = get_key(cfg, key)
-        if value not in choices:
-            raise ConfigError(f"key '{key}' must be one of {', '.join(choices)}; got {value!r}")
+    check_choices(cfg)
 
 
 def to_dict(cfg: DensecodeConfig) -> dict:

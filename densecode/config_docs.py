@@ -116,6 +116,8 @@ def _type_name(tp: Any) -> str:
     if tp is type(None):
         return "null"
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:  # the allowed values themselves
+        return " | ".join(str(a) for a in typing.get_args(tp))
     if origin is not None:
         args = ", ".join(_type_name(a) for a in typing.get_args(tp))
         name = getattr(origin, "__name__", None) or str(origin).replace("typing.", "")

@@ -110,15 +110,15 @@ def test_outcome_agreement_compares_each_token_with_its_batch_mean_outcome():
     # passing response +1 then -1 (its last token pushed down), the failing one -1 -1. Whitened (mean -0.5): the
     # passing response's tokens keep signs (+, -), the failing one's stay negative: agreement 2 of 2 at the first
     # token, 1 of 2 at the last.
-    win = dict(record([0, 0], [1.0, -1.0]), info={"tests": {"pass_rate": 1.0, "has_tests": 1.0}})
-    lose = dict(record([0, 0], [-1.0, -1.0]), info={"tests": {"pass_rate": 0.0, "has_tests": 1.0}})
-    no_outcome = record([0, 0], [3.0, 3.0], run="other")  # no info: left out
+    win = dict(record([0, 0], [1.0, -1.0]), verdicts={"tests": {"outcome": 1.0}})
+    lose = dict(record([0, 0], [-1.0, -1.0]), verdicts={"tests": {"outcome": 0.0}})
+    no_outcome = record([0, 0], [3.0, 3.0], run="other")  # no verdicts: left out
     oa = outcome_agreement([win, lose, no_outcome], n_buckets=1)
     assert oa["n_responses"] == 2
     assert oa["by_bucket"]["0-100%"] == {"n_tokens": 2, "agree": 1.0}
     assert oa["by_bucket"][LAST] == {"n_tokens": 2, "agree": 0.5}
     # A batch whose responses all have the mean outcome says nothing about sign agreement.
-    tie = dict(record([0, 0], [1.0, 1.0], run="t"), info={"sim": {"successes": 1, "runs": 2}})
+    tie = dict(record([0, 0], [1.0, 1.0], run="t"), verdicts={"sim": {"outcome": 0.5}, "lint": {"outcome": None}})
     assert outcome_agreement([tie, dict(tie)], n_buckets=1)["by_bucket"][LAST]["n_tokens"] == 0
 
 

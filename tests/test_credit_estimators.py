@@ -132,7 +132,7 @@ def test_ppo_and_grpo_take_the_estimators_from_config():
     from densecode.rl.grpo import GRPOAlgorithm
 
     g = load_config(None, ["algo.name=grpo", "algo.grpo.credit=outcome+dense"])
-    assert GRPOAlgorithm.from_config(g.algo, g.generation).credit == "outcome+dense"
+    assert GRPOAlgorithm.from_config(g.algo, g.generation).cfg.credit == "outcome+dense"
     with pytest.raises(ConfigError, match="algo.grpo.credit"):
         load_config(None, ["algo.name=grpo", "algo.grpo.credit=gae"])
     with pytest.raises(ValueError, match="value_warmup_steps needs credit: gae"):

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from test_train import TARGET, TargetTokenTask
 
 from densecode.config import load_config
 from densecode.errors import DensecodeError
 from densecode.models import load_model_and_tokenizer
-from densecode.rl.credit import leave_one_out_baseline, no_signal_share, outcome_advantages, reward_to_go
+from densecode.rewards import ComponentOutput, RewardBatch
+from densecode.rl.credit import (
+    leave_one_out_baseline,
+    no_signal_share,
+    outcome_advantages,
+    reward_to_go,
+)
 from densecode.rl.ppo import PPOAlgorithm
 from densecode.rl.rft import RFTAlgorithm, keep_mask, rft_loss
 from densecode.rl.trainer import Trainer
-from test_train import TARGET, TargetTokenTask
 
 
 def test_leave_one_out_baseline_by_prompt_and_by_batch():
@@ -84,7 +89,7 @@ def test_rft_keeps_only_passing_responses_and_their_gradient():
 
 
 class OutcomeReward:
-    """The outcome: 1 when at least half of the response's tokens are targets; reported as info['outcome']."""
+    """The outcome: 1 when at least half of the response's tokens are targets (its ComponentOutput.outcome)."""
 
     def __init__(self, beta=0.0, graded=False):
         self.weights = {"kl": beta}
@@ -102,11 +107,11 @@ class OutcomeReward:
             values = np.zeros(len(s.token_ids), dtype=np.float32)
             if len(values):
                 values[-1] = outcome
-            outs.append(SimpleNamespace(values=values, diagnostics=[], info={"outcome": outcome}))
+            outs.append(ComponentOutput(values, outcome=outcome))
             totals.append(values + kl)
             kls.append(kl.astype(np.float32))
-        return SimpleNamespace(total=totals, components={"task": [o.values for o in outs], "kl": kls},
-                               outputs={"task": outs}, stats={})
+        return RewardBatch(totals, {"task": [o.values for o in outs], "kl": kls}, {}, {"task": outs}, {},
+                           weights=dict(self.weights))
 
 
 def _cfg(model_dir, tmp_path, *extra):

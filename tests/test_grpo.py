@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from densecode.config import GRPOConfig
 from densecode.rl.diversity import (
     distinct_ngram_ratio,
     edit_distance,
@@ -120,23 +121,35 @@ def test_masking_counts_and_rho_boundary():
         truncation_mask(truncated, incorrect, repetitive, uniform, mode="some")
 
 
-def test_judged_incorrect_reads_component_info():
+def test_judged_incorrect_reads_the_typed_verdict():
+    import numpy as np
+
+    from densecode.rewards.base import ComponentOutput
+
+    def out(**verdict):
+        return ComponentOutput(np.zeros(1), [], {"judged_incorrect": 1.0, "syntax_ok": 0.0}, **verdict)
+
     assert not judged_incorrect({})
-    assert not judged_incorrect({"lint": {"violations": 3}, "kl": {}})
-    assert judged_incorrect({"sim": {"judged_incorrect": True}})
-    assert judged_incorrect({"syntax": {"syntax_ok": False}})
-    assert judged_incorrect({"syntax": {"syntax_ok": 0.0, "has_code": 1.0}})
-    assert not judged_incorrect({"syntax": {"syntax_ok": 1.0, "has_code": 1.0}})
-    assert not judged_incorrect({"syntax": {"syntax_ok": True}, "tests": {"tests_failed": 0}})
-    assert judged_incorrect({"tests": {"tests_failed": 2}})
-    assert judged_incorrect({"sim": {"error": "ValueError: pick while holding"}})
-    # RoboSim backend info (sim component)
-    ok = {"runs": 5.0, "clean_runs": 5.0, "successes": 5.0, "python_errors": 0.0, "robot_errors": 0.0, "timeouts": 0.0}
-    assert not judged_incorrect({"sim": ok})
-    assert not judged_incorrect({"sim": {**ok, "clean_runs": 3.0, "successes": 3.0, "timeouts": 2.0}})
-    assert judged_incorrect({"sim": {**ok, "robot_errors": 1.0, "clean_runs": 4.0, "successes": 4.0}})
-    assert judged_incorrect({"sim": {**ok, "python_errors": 5.0, "clean_runs": 0.0, "successes": 0.0}})
-    assert judged_incorrect({"sim": {**ok, "successes": 4.0}})  # clean run that failed the task checks
+    assert not judged_incorrect({"lint": out(), "kl": out(kl=0.3)})  # no verdict (the info keys are logs only)
+    assert judged_incorrect({"sim": out(incorrect=True), "lint": out()})
+    assert not judged_incorrect({"syntax": out(incorrect=False, parsed=True), "tests": out(incorrect=False)})
+
+
+def test_the_sim_backends_verdict():
+    from densecode.simulators.backend import feedback
+    from densecode.simulators.runner import RunResult
+
+    def runs(*outcomes):
+        return [RunResult(outcome=o) for o in outcomes]
+
+    ok = feedback(runs("success", "success"))
+    assert (ok.outcome, ok.incorrect, ok.ran_cleanly, ok.judged) == (1.0, False, True, True)
+    assert feedback(runs("success", "timeout")).incorrect is False  # a timeout alone is no verdict
+    assert feedback(runs("success", "robot_error")).incorrect and not feedback(runs("robot_error")).ran_cleanly
+    assert feedback(runs("python_error")).ran_cleanly is False
+    checks_failed = feedback(runs("success", "check_failure"))  # a clean run that failed the task's checks
+    assert checks_failed.incorrect and checks_failed.ran_cleanly and checks_failed.outcome == 0.5
+    assert feedback(runs("simulator_error")).judged is False
 
 
 # ------------------------------------------------------------------ loss
@@ -349,11 +362,13 @@ def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=N
     mask = torch.zeros(n, length)
     for i, ids in enumerate(token_ids):
         mask[i, : len(ids)] = 1
+    from densecode.rewards.base import ComponentOutput, LocatedError
+
     outputs = {}
     if syntax_values is not None:
         diags = syntax_diagnostics or [[] for _ in syntax_values]
-        outputs["syntax"] = [SimpleNamespace(values=np.asarray(v, dtype=np.float32), diagnostics=d,
-                                             info={"syntax_ok": float(ok)})
+        outputs["syntax"] = [ComponentOutput(np.asarray(v, dtype=np.float32), d, {}, parsed=bool(ok), incorrect=not ok,
+                                             errors=[LocatedError(tuple(x["tokens"])) for x in d])
                              for v, ok, d in zip(syntax_values, syntax_ok, diags)]
     return SimpleNamespace(
         response_mask=mask, prompt_index=torch.tensor(prompt_index), sequence_rewards=torch.tensor(seq_rewards),
@@ -368,7 +383,7 @@ def _fake_batch(seq_rewards, prompt_index, truncated, token_ids, syntax_values=N
 def test_algorithm_groups_by_prompt_index_not_position():
     from densecode.rl.grpo import GRPOAlgorithm
 
-    algo = GRPOAlgorithm(group_size=2, truncation_masking="none", sequence_reward="sum")
+    algo = GRPOAlgorithm(GRPOConfig(group_size=2, truncation_masking="none", sequence_reward="sum"))
     # rows interleaved: prompts 0,1,0,1
     batch = _fake_batch([1.0, 5.0, 0.0, 5.0], [0, 1, 0, 1], [False] * 4, [[1, 2], [3], [4, 5, 6], [7]])
     stats = algo.compute_advantages(batch)
@@ -386,7 +401,8 @@ def test_algorithm_masks_only_truncated_not_incorrect():
     from densecode.rl.grpo import GRPOAlgorithm
 
     # rho = 1: every eligible sample is masked; the truncated-but-syntax-error one keeps its advantage
-    algo = GRPOAlgorithm(group_size=4, truncation_masking="conditional", truncation_rho=1.0, sequence_reward="sum")
+    algo = GRPOAlgorithm(GRPOConfig(group_size=4, truncation_masking="conditional", truncation_rho=1.0,
+                                    sequence_reward="sum"))
     error_on_token_2 = {"rule": "syntax-error", "tokens": [2, 3], "value": -1.0, "message": "invalid syntax"}
     batch = _fake_batch(
         [1.0, 0.0, 0.0, 1.0], [0, 0, 0, 0], [True, True, False, False],
@@ -408,11 +424,11 @@ def test_algorithm_dense_term_marks_the_failing_token():
     kwargs = {"seq_rewards": [0.0, 0.0], "prompt_index": [0, 0], "truncated": [False, False],
               "token_ids": [[1, 2, 3, 4], [5, 6, 7, 8]], "syntax_values": syntax, "syntax_ok": [1, 0], "length": 4}
     plain = _fake_batch(**kwargs)
-    GRPOAlgorithm(group_size=2, dense_in_grpo=False, sequence_reward="sum").compute_advantages(plain)
+    GRPOAlgorithm(GRPOConfig(group_size=2, dense=False, sequence_reward="sum")).compute_advantages(plain)
     assert torch.equal(plain.advantages, torch.zeros(2, 4))  # equal rewards: plain GRPO learns nothing
     dense = _fake_batch(**kwargs)
-    GRPOAlgorithm(group_size=2, dense_in_grpo=True, dense_in_grpo_scale=0.5,
-                  sequence_reward="sum").compute_advantages(dense)
+    GRPOAlgorithm(GRPOConfig(group_size=2, dense=True, dense_scale=0.5,
+                             sequence_reward="sum")).compute_advantages(dense)
     adv = dense.advantages
     assert adv[1, 1] == adv.min() and adv[1, 1] < 0  # the rejected token gets the lowest advantage
     assert (adv[0] > 0).all()
@@ -440,10 +456,12 @@ def test_grpo_configs_build_microcoder(name):
     cfg = load_config(name)
     algo = build_algorithm(cfg)
     assert algo.name == "grpo" and not algo.needs_value_head and not algo.needs_reference
-    assert (algo.clip_eps, algo.clip_eps_high, algo.kl_coef) == (0.2, 0.28, 0.0)
-    assert algo.truncation_masking == "conditional" and algo.loss_aggregation == "token"
-    assert algo.sequence_reward == "outcome" and algo.repetition_test == "paper" and algo.epochs == 4
-    assert algo.truncation_evidence == "cut_proof"
+    g = algo.cfg
+    assert g is cfg.algo.grpo  # the config itself, no copy under other names
+    assert (g.clip_eps, g.clip_eps_high, algo.kl_coef) == (0.2, 0.28, 0.0)
+    assert g.truncation_masking == "conditional" and g.loss_aggregation == "token"
+    assert g.sequence_reward == "outcome" and g.repetition_test == "paper" and algo.epochs == 4
+    assert g.truncation_evidence == "cut_proof" and g.repetition_window == 64
     assert algo.sampling_temperature(0) == 0.6 and algo.samples_per_prompt == 8
     assert cfg.reward.weights["kl"] == 0.0
 
@@ -456,7 +474,7 @@ def test_algorithm_state_roundtrips_through_json():
 
     def make():
         ctl = TemperatureController(stages=[0.6, 1.2], switch_steps=[100], floor=0.5, window=3, min_slope=1.0)
-        return GRPOAlgorithm(group_size=2, controller=ctl, seed=3)
+        return GRPOAlgorithm(GRPOConfig(group_size=2), controller=ctl, seed=3)
 
     a = make()
     a.controller.update(0.9)

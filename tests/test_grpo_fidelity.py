@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from densecode.config import GRPOConfig
+from densecode.rewards.base import ComponentOutput, LocatedError
 from densecode.rl.grpo import (
     GRPOAlgorithm,
     cut_token_index,
@@ -64,26 +66,24 @@ def judged(tok):
 
 
 def _verdict(samples, outputs, i):
-    infos = {name: outs[i].info for name, outs in outputs.items()}
-    diags = {name: outs[i].diagnostics for name, outs in outputs.items()}
-    return judged_incorrect_despite_cut(samples[i], infos, diags)
+    return judged_incorrect_despite_cut(samples[i], {name: outs[i] for name, outs in outputs.items()})
 
 
 def test_cut_off_correct_response_is_not_judged_incorrect(judged):
     samples, outputs = judged
     # The cut itself makes the program fail every test (it does not parse): that is no evidence.
-    assert outputs["tests"][0].info["pass_rate"] == 0.0 and outputs["tests"][0].info["judged_incorrect"] == 1.0
-    assert outputs["syntax"][0].info["syntax_ok"] == 1.0  # incomplete at the cut is forgiven
+    assert outputs["tests"][0].outcome == 0.0 and outputs["tests"][0].incorrect
+    assert outputs["syntax"][0].parsed and not outputs["syntax"][0].incorrect  # incomplete at the cut is forgiven
     assert _verdict(samples, outputs, 0) is None
 
 
 def test_cut_off_wrong_so_far_is_judged_incorrect(judged):
     samples, outputs = judged
     # A NameError raised on line 2, finished long before the cut.
-    assert outputs["tests"][1].info["exception"] == 1.0
+    assert outputs["tests"][1].ran_cleanly is False and outputs["tests"][1].errors
     assert _verdict(samples, outputs, 1) == "error_before_cut"
     # A syntax error on line 2 (the unclosed bracket at the cut does not hide it).
-    assert outputs["syntax"][2].info["syntax_ok"] == 0.0
+    assert outputs["syntax"][2].parsed is False and outputs["syntax"][2].errors
     assert _verdict(samples, outputs, 2) == "error_before_cut"
 
 
@@ -110,7 +110,7 @@ def test_masking_keeps_wrong_truncated_and_masks_cut_off_correct(judged):
         )
 
     # rho = 1: every eligible response is masked
-    algo = GRPOAlgorithm(group_size=4, truncation_rho=1.0, sequence_reward="outcome")
+    algo = GRPOAlgorithm(GRPOConfig(group_size=4, truncation_rho=1.0, sequence_reward="outcome"))
     b = batch()
     stats = algo.compute_advantages(b)
     masked = [bool(b.advantages[i].abs().sum() == 0) for i in range(n)]
@@ -121,29 +121,41 @@ def test_masking_keeps_wrong_truncated_and_masks_cut_off_correct(judged):
     assert stats["grpo/truncated_incorrect_finished_wrong"] == 1
     assert masked[4] and not masked[5] and b.advantages[5, 0] < 0
     # The rule before issue #22: the cut-off correct response counts as incorrect (its tests failed).
-    prev = GRPOAlgorithm(group_size=4, truncation_rho=1.0, truncation_evidence="any_verdict")
+    prev = GRPOAlgorithm(GRPOConfig(group_size=4, truncation_rho=1.0, truncation_evidence="any_verdict"))
     stats_prev = prev.compute_advantages(batch())
     assert stats_prev["grpo/eligible"] == 1 and stats_prev["grpo/truncated_incorrect_any_verdict"] == 4
 
 
-def test_cut_token_and_parse_errors_of_runners_are_no_runtime_evidence():
+def test_cut_token_and_parse_errors_of_runners_are_no_runtime_evidence(tok):
+    from densecode.rewards import SimFeedback
+    from densecode.rewards.sim import SimComponent
+
     spans = [(0, 4), (4, 5), (5, 9)]  # "abcd", "\n", "efgh"
     assert cut_token_index("abcd\nefgh", spans) == 1
     assert cut_token_index("abcdefgh", [(0, 8)]) == 0
-    sample = SimpleNamespace(response="x = [\n(\ny", token_spans=[(0, 5), (5, 6), (6, 7), (7, 8), (8, 9)],
-                             code_token_mask=lambda: np.ones(5, dtype=bool))
+    sample = _sample(tok, "x = [\n(\ny", True, task={}, prompt="")  # cut on line 3
+    last = sample.n_tokens - 1
+
+    def sim(reason):  # the sim component's output for a simulator reporting `reason` on program line 1
+        class Backend:
+            def evaluate(self, programs, tasks):
+                return [SimFeedback(0.0, [(1, -0.25, reason)], outcome=0.0, incorrect=True)]
+
+        return SimComponent(Backend())([sample])[0]
+
     # A simulator reporting the unclosed bracket's SyntaxError on line 1: nothing ran, not evidence.
-    sim_parse = {"rule": "sim-line", "tokens": [0, 1], "value": -0.25, "message": "SyntaxError: '[' was never closed"}
-    assert judged_incorrect_despite_cut(sample, {}, {"sim": [sim_parse]}) is None
-    robot = {**sim_parse, "message": "robot error in pick: nothing to pick"}
-    assert judged_incorrect_despite_cut(sample, {}, {"sim": [robot]}) == "error_before_cut"
-    on_cut_line = {**robot, "tokens": [4, 5]}
-    assert judged_incorrect_despite_cut(sample, {}, {"sim": [on_cut_line]}) is None
+    assert sim("SyntaxError: '[' was never closed").errors == []
+    robot = sim("robot error in pick: nothing to pick")
+    assert len(robot.errors) == 1 and robot.errors[0].tokens[1] <= cut_token_index(sample.response, sample.token_spans)
+    assert judged_incorrect_despite_cut(sample, {"sim": robot}) == "error_before_cut"
+    on_cut_line = ComponentOutput(np.zeros(sample.n_tokens), incorrect=True,
+                                  errors=[LocatedError((last, last + 1), "robot error")])
+    assert judged_incorrect_despite_cut(sample, {"sim": on_cut_line}) is None
     # A clean run that failed the checks of a program cut inside its code: no evidence either.
-    sim_info = {"runs": 2.0, "clean_runs": 2.0, "successes": 0.0, "python_errors": 0.0, "robot_errors": 0.0}
-    assert judged_incorrect_despite_cut(sample, {"sim": sim_info}, {}) is None
-    # lint is no verdict component
-    assert judged_incorrect_despite_cut(sample, {}, {"lint": [robot]}) is None
+    failed_checks = ComponentOutput(np.zeros(sample.n_tokens), outcome=0.0, incorrect=True, ran_cleanly=True)
+    assert judged_incorrect_despite_cut(sample, {"sim": failed_checks}) is None
+    # A component that locates no error (lint) gives none
+    assert judged_incorrect_despite_cut(sample, {"lint": ComponentOutput(np.zeros(sample.n_tokens))}) is None
 
 
 # ------------------------------------------------------------------ 2. outcome sequence reward
@@ -153,22 +165,24 @@ def test_outcome_reward_does_not_prefer_the_terse_answer():
     # Two correct answers; credit (0.7 per token) lands on code tokens only, the second has more prose.
     mask = torch.tensor([[1.0] * 8, [1.0] * 8])
     dense = torch.tensor([[0.7] * 4 + [0.0] * 4, [0.7] * 8])
-    infos = [{"tests": {"pass_rate": 1.0, "has_tests": 1.0}}, {"tests": {"pass_rate": 1.0, "has_tests": 1.0}}]
+    outputs = [{"tests": ComponentOutput(np.zeros(8), outcome=1.0)} for _ in range(2)]
     batch = SimpleNamespace(rewards=dense * mask, response_mask=mask, sequence_rewards=None, responses=[0, 0])
-    mean = sequence_rewards(batch, "mean", infos)
+    mean = sequence_rewards(batch, "mean", outputs)
     assert mean[1] > mean[0]  # the per-token mean ranks the terse (all-code) answer higher
-    assert sequence_rewards(batch, "outcome", infos).tolist() == [1.0, 1.0]
+    assert sequence_rewards(batch, "outcome", outputs).tolist() == [1.0, 1.0]
 
 
-def test_outcome_of_reads_tests_sim_and_the_contract():
-    assert outcome_of({"tests": {"pass_rate": 0.5, "has_tests": 1.0}, "lint": {"n_violations": 2.0}}) == 0.5
-    assert outcome_of({"tests": {"pass_rate": 0.0, "has_tests": 0.0}}) is None  # a task without tests
-    assert outcome_of({"sim": {"sim_score": 0.3, "runs": 4.0, "successes": 1.0}}) == 0.25
-    assert outcome_of({"custom": {"outcome": 0.9}}) == 0.9
-    assert outcome_of({"kl": {"kl": 0.1}}) is None
+def test_outcome_of_reads_the_typed_verdict():
+    def out(**verdict):
+        return ComponentOutput(np.zeros(1), **verdict)
+
+    assert outcome_of({"tests": out(outcome=0.5), "lint": out()}) == 0.5
+    assert outcome_of({"tests": out()}) is None  # a task without tests
+    assert outcome_of({"sim": out(outcome=0.25), "custom": out(outcome=0.75)}) == 0.5  # several: their mean
+    assert outcome_of({"kl": out(kl=0.1)}) is None
     batch = SimpleNamespace(rewards=None, response_mask=None, sequence_rewards=None, responses=[0])
     with pytest.raises(ValueError, match="no verifiable outcome"):
-        sequence_rewards(batch, "outcome", [{"lint": {}}])
+        sequence_rewards(batch, "outcome", [{"lint": ComponentOutput(np.zeros(1))}])
 
 
 # ------------------------------------------------------------------ 4. temperature: initial choice, step down
@@ -353,7 +367,7 @@ def test_trainer_feeds_the_controller_the_reward_kl(tiny_model_dir, tmp_path):
             p.add_(0.05 * torch.randn(p.shape, generator=g))
     beta0 = trainer.kl_ctl.value
     st = trainer.train_step(0)
-    measured = float(np.mean([o.info["kl"] for o in seen[-1]]))
+    measured = float(np.mean([o.kl for o in seen[-1]]))
     assert st["objective/kl_reward"] == pytest.approx(measured) and measured > 0
     assert abs(st["objective/kl"] - measured) > 1e-3  # the k1 number it was fed before
     err = float(np.clip(measured / 0.5 - 1, -0.2, 0.2))
@@ -439,7 +453,7 @@ def test_repetition_window_that_can_never_fire_warns():
         cfg = load_config(name)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            assert GRPOAlgorithm.from_config(cfg.algo, cfg.generation).repetition_test == "paper"
+            assert GRPOAlgorithm.from_config(cfg.algo, cfg.generation).cfg.repetition_test == "paper"
     cfg = load_config("robotics-grpo", ["generation.max_new_tokens=80"])
     with pytest.warns(UserWarning, match="no response can be repetitive; set repetition_window <= 40"):
         GRPOAlgorithm.from_config(cfg.algo, cfg.generation)

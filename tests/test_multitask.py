@@ -68,7 +68,7 @@ class WordComponent:
             hit = s.task["word"] in s.response
             if s.n_tokens:
                 values[-1] = float(hit) + 0.01 * len(s.response)  # graded, so rewards vary
-            outs.append(ComponentOutput(values, [], {"hit": float(hit), "outcome": float(hit)}))
+            outs.append(ComponentOutput(values, [], {"hit": float(hit)}, outcome=float(hit)))
         return outs
 
 
@@ -443,8 +443,8 @@ def _step_end_batch(tasks, outcomes, rewards):
 
     from densecode.rewards.base import ComponentOutput
 
-    infos = [{"hit": 1.0} if o is None else {"outcome": o} for o in outcomes]
-    reward_outputs = SimpleNamespace(outputs={"word": [ComponentOutput(np.zeros(1), [], i) for i in infos]})
+    reward_outputs = SimpleNamespace(outputs={"word": [ComponentOutput(np.zeros(1), [], {"hit": 1.0}, outcome=o)
+                                                       for o in outcomes]})
     return SimpleNamespace(tasks=tasks, sequence_rewards=torch.tensor(rewards), reward_outputs=reward_outputs)
 
 

@@ -3,9 +3,8 @@
 - densecode/rl imports no domain, eval or CLI module (domains plug in through rl.protocols);
 - nothing in densecode/rl probes densecode's own objects with hasattr / getattr(..., default): what an algorithm
   or a task source may provide is declared in rl.protocols (third-party objects — HF models, accelerate's
-  optimizer wrapper, model configs, exceptions — are outside this rule);
-  The reward function's return value is still read duck-typed (`getattr(reward_outputs, "outputs", None)`: a
-  plain reward callable may return any object with .total/.components/.stats), so it is not in OWN yet;
+  optimizer wrapper, model configs, exceptions — are outside this rule); the reward function returns a
+  RewardBatch whose outputs carry typed verdicts (ComponentOutput), so those are read as fields too;
 - trainer.py stays the loop (<= 450 lines).
 """
 
@@ -16,7 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RL = ROOT / "densecode" / "rl"
 FORBIDDEN = ("densecode.domains", "densecode.eval", "densecode.cli")
 # First arguments of a probe that are densecode's own objects (the trainer's collaborators and data).
-OWN = {"algo", "task_source", "reward_fn", "cfg", "batch", "mb", "out", "response", "g", "self"}
+OWN = {"algo", "task_source", "reward_fn", "cfg", "batch", "mb", "out", "response", "g", "self", "reward_outputs",
+       "rb", "o", "comp", "info", "outputs", "infos"}
 THIRD_PARTY = {"self.optimizer", "tr.optimizer"}  # accelerate's AcceleratedOptimizer wraps torch's
 
 
@@ -57,6 +57,17 @@ def test_the_probe_check_sees_a_probe(tmp_path):
     src = tmp_path / "x.py"
     src.write_text("def f(algo, self):\n    return hasattr(algo, 'kl_coef') or getattr(self, '_x', None)\n")
     assert len(_probes(src, tmp_path)) == 2 and _probes(probe) == []
+
+
+def test_rl_reads_no_verdict_from_a_components_info_dict():
+    """ComponentOutput.info is for logging: the optimisers and stats read the typed verdict fields."""
+    bad = []
+    for f in _rl_files():
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "info" and ast.unparse(node.value) not in ("logger",
+                                                                                                          "logging"):
+                bad.append(f"{f.name}:{node.lineno}: {ast.unparse(node)}")
+    assert bad == []
 
 
 def test_trainer_is_the_loop():

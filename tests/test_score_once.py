@@ -1,6 +1,5 @@
 """Rollout scoring once: log pi_old and V from the sampling pass equal a separate forward pass."""
 
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -8,6 +7,7 @@ import torch
 
 from densecode.config import load_config
 from densecode.models import load_model_and_tokenizer
+from densecode.rewards import RewardBatch
 from densecode.rl import packed_scoring
 from densecode.rl.packed_scoring import pack, plan_chunks
 from densecode.rl.ppo import PPOAlgorithm
@@ -46,8 +46,7 @@ class _Reward:
     def __call__(self, samples):
         target = [np.array([1.0 if t % 2 == 0 else 0.0 for t in s.token_ids], dtype=np.float32) for s in samples]
         kl = [self.weights["kl"] * (s.logprobs - s.ref_logprobs) for s in samples]
-        return SimpleNamespace(total=[t - k for t, k in zip(target, kl)], components={"target": target}, outputs={},
-                               stats={})
+        return RewardBatch([t - k for t, k in zip(target, kl)], {"target": target}, {}, {}, {})
 
 
 def _trainer(model_dir, tmp_path, score_pass: bool, *extra, task=None):

@@ -34,7 +34,7 @@ WRONG = {"codeio": [" 'not the value'", " [1, 2", " -9999"],
 
 
 @pytest.mark.parametrize("name", ["codeio", "testgen", "commitmsg"])
-def test_outcome_in_info_equals_the_domains_score(name):
+def test_the_components_outcome_equals_the_domains_score(name):
     domain = get_domain_class(name)()
     tasks = domain.tasks("validation", 4, 0)
     pairs = [(t, domain.canonical_response(t)) for t in tasks]
@@ -43,7 +43,7 @@ def test_outcome_in_info_equals_the_domains_score(name):
         pairs += [(t, domain.canonical_response(t).splitlines()[0] + "\n") for t in tasks[:2]]
     records = domain.score([t for t, _ in pairs], [r for _, r in pairs])
     outputs = component(name)([char_sample(t["prompt"], r, t) for t, r in pairs])
-    outcomes = [outcome_of({name: out.info}) for out in outputs]
+    outcomes = [outcome_of({name: out}) for out in outputs]
     assert outcomes == pytest.approx([float(r["score"]) for r in records], abs=1e-6)
     assert all(0.0 <= o <= 1.0 for o in outcomes)
     assert max(outcomes) == pytest.approx(1.0) and min(outcomes) < 1.0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
@@ -11,6 +9,7 @@ import torch
 from densecode.config import load_config
 from densecode.errors import DensecodeError
 from densecode.models import load_model_and_tokenizer
+from densecode.rewards import RewardBatch
 from densecode.rl.ppo import PPOAlgorithm
 from densecode.rl.protocols import TaskSource
 from densecode.rl.rollout import Response
@@ -52,8 +51,8 @@ class TargetReward:
         total = [t - k for t, k in zip(target, kl)]
         if self.poison:
             total[0] = total[0] * np.nan
-        return SimpleNamespace(total=total, components={"target": target}, outputs={},
-                               stats={"reward/target/token_mean": float(np.mean(np.concatenate(target)))})
+        return RewardBatch(total, {"target": target}, {}, {},
+                           {"reward/target/token_mean": float(np.mean(np.concatenate(target)))})
 
 
 def make_cfg(model_dir, tmp_path, *extra):
@@ -105,7 +104,7 @@ def test_dense_rewards_reach_their_token_positions(tiny_model_dir, tmp_path):
         def __call__(self, samples):
             total = [np.array([10.0 * (i + 1) + j for j in range(len(s.token_ids))], dtype=np.float32)
                      for i, s in enumerate(samples)]
-            return SimpleNamespace(total=total, components={}, outputs={}, stats={})
+            return RewardBatch(total, {}, {}, {}, {})
 
     class TwoPrompts(TargetTokenTask):
         def train_batch(self, n, seed):

@@ -152,13 +152,12 @@ class CodeDomain(Domain):
         samples = [text_sample(t["prompt"], r, t) for t, r in zip(tasks, responses)]
         records = []
         for out in TestsComponent()(samples):
-            info = out.info
-            passed = float(info.get("all_passed", 0.0))
+            passed = float(out.outcome == 1.0)  # the typed verdict: the pass rate (None: no tests)
             judged = next((d.get("outcome") for d in out.diagnostics if d.get("rule") == "tests"), None)
             records.append({"outcome": "success" if passed else str(judged or "failure"),
-                            "score": float(info.get("pass_rate", 0.0)), "all_passed": passed,
-                            "pass_rate": float(info.get("pass_rate", 0.0)),
-                            "exception": float(info.get("exception", 0.0))})
+                            "score": out.outcome or 0.0, "all_passed": passed,
+                            "pass_rate": out.outcome or 0.0,
+                            "exception": float(out.ran_cleanly is False)})
         return records
 
     def metrics(self, records: list[dict]) -> dict[str, float]:

@@ -214,17 +214,17 @@ def outcome_agreement(records: Sequence[dict], n_buckets: int = 5) -> dict:
     """Does each token's advantage carry its response's outcome? Per position bucket (see `bucket_of`), the share
     of tokens whose whitened advantage has the sign of (outcome - the batch's mean outcome): a response that did
     better than its batch should be pushed up at its tokens, a worse one down. The outcome is the one GRPO uses
-    (densecode.rl.grpo.outcome_of: tests' pass rate, a simulator's success); responses at the batch mean and
+    (the components' verdicts: densecode.rewards.explain.record_outcome); responses at the batch mean and
     records without an outcome are left out. Also the correlation, over responses, of the response's mean
     whitened advantage with its outcome. Under sparse rewards the outcome reaches early tokens only through the
     critic; under dense rewards part of it is paid along the response."""
-    from densecode.rl.grpo import outcome_of
+    from densecode.rewards.explain import record_outcome
 
     agree: dict[str, list[np.ndarray]] = defaultdict(list)
     means, outcomes = [], []
     batches: dict[tuple, list[tuple[dict, np.ndarray, float]]] = defaultdict(list)
     for rec, _raw, white in _whitened_per_step(records):
-        o = outcome_of(rec.get("info") or {})
+        o = record_outcome(rec)
         if o is not None and white.size:
             batches[(str(rec.get("run")), rec.get("step"))].append((rec, white, o))
     for batch in batches.values():

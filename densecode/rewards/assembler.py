@@ -14,7 +14,9 @@ listing every component but one moves only that one (the credit ablations of
 benchmarks/dense_vs_sparse.py --ablation).
 
 `RewardBatch.components` holds WEIGHTED per-token values (what went into the total);
-`RewardBatch.raw` holds the components' own values.
+`RewardBatch.raw` holds the components' own values; `RewardBatch.outputs` their
+ComponentOutputs (diagnostics, info, the typed verdict); `RewardBatch.component_metrics`
+what each component's `metrics` logs.
 """
 
 from __future__ import annotations
@@ -78,9 +80,20 @@ class RewardBatch:
     components: dict[str, list[np.ndarray]]  # WEIGHTED values per component
     raw: dict[str, list[np.ndarray]]  # unweighted values per component
     outputs: dict[str, list[ComponentOutput]]
-    stats: dict[str, float]
+    stats: dict[str, float]  # the reward's scalars: reward/<name>/<info key>, totals, timings
     weights: dict[str, float] = field(default_factory=dict)
     mode: str = "dense"
+    component_metrics: dict[str, float] = field(default_factory=dict)  # each component's own `metrics`
+
+
+def component_metrics(components: dict[str, Any], outputs: dict[str, list[ComponentOutput]]) -> dict[str, float]:
+    """Every component's `metrics` over its outputs (a component that is no RewardComponent has none)."""
+    out: dict[str, float] = {}
+    for name, outs in outputs.items():
+        comp = components.get(name)
+        if isinstance(comp, RewardComponent) and outs:
+            out.update(comp.metrics(outs))
+    return out
 
 
 class RewardAssembler:
@@ -134,7 +147,8 @@ class RewardAssembler:
                 t[-1] += np.float32(moved)
             total.append(t)
         stats = self._stats(samples, outputs, weighted, total, timings)
-        return RewardBatch(total, weighted, raw, outputs, stats, dict(self.weights), self.mode)
+        return RewardBatch(total, weighted, raw, outputs, stats, dict(self.weights), self.mode,
+                           component_metrics(self.components, outputs))
 
     def _stats(self, samples, outputs, weighted, total, timings) -> dict[str, float]:
         stats: dict[str, float] = {}

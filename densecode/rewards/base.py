@@ -2,21 +2,41 @@
 
 A component takes a batch of samples and returns, per sample, one float per
 response token (rewards: bad things negative) plus diagnostics saying what fired
-where. Adding a component = one new module with a `RewardComponent` subclass, one
-entry in `REGISTRY` (or `{"class": "pkg.module:Class"}` in the config's
-`reward.components.<name>`), and a weight in `reward.weights`.
+where, and its verdict as typed fields of `ComponentOutput` (the task's outcome,
+whether the response is wrong, the errors it located on tokens). Adding a component =
+one new module with a `RewardComponent` subclass, one entry in `REGISTRY` (or
+`{"class": "pkg.module:Class"}` in the config's `reward.components.<name>`), and a
+weight in `reward.weights`: its verdict reaches GRPO, PPO's outcome credit, RFT and
+the rollout stats, and its `metrics` reach the logs, with no edit anywhere else.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
 
 from densecode.errors import DensecodeError
 from densecode.rewards.sample import Sample
+
+# Exceptions that mean "did not parse": when a runner (tests, simulator) reports one, nothing ran, so it is no
+# runtime error it could locate; on a truncated program it is usually the cut itself (an unclosed bracket is
+# reported on the line that opened it). Syntax errors are the syntax component's to locate.
+PARSE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+def is_parse_error(text: str) -> bool:
+    return any(name in text for name in PARSE_ERRORS)
+
+
+@dataclass(frozen=True)
+class LocatedError:
+    """An error a component located on response tokens (a syntax error, the line that raised)."""
+
+    tokens: tuple[int, int]  # [first, last + 1] response tokens
+    message: str = ""
 
 
 @dataclass
@@ -25,23 +45,51 @@ class ComponentOutput:
     # What fired, where: {"rule": ..., "span": [start, end] (response chars),
     # "tokens": [first, last+1], "message": ..., "value": ...}.
     diagnostics: list[dict] = field(default_factory=list)
-    info: dict[str, float] = field(default_factory=dict)  # scalars for logging
+    # Scalars for logging only (reward/<name>/<key>): nothing reads a verdict from here.
+    info: dict[str, float] = field(default_factory=dict)
+    # The verdict: what GRPO (r_i, truncation masking), PPO's outcome credit, RFT, the rollout stats and eval read,
+    # from every component alike. None = this component has no say on it.
+    # The task's verifiable outcome in [0, 1] (the tests' pass rate, a simulator's success rate, a literal's
+    # correctness); several components giving one: their mean.
+    outcome: float | None = None
+    # The whole response is wrong (a failing test, a runtime or robot error, a syntax error, a clean run that
+    # failed the task's checks). A component whose score is a degree and no pass/fail leaves it None.
+    incorrect: bool | None = None
+    # Errors located on tokens (a syntax error, a line that raised; no parse error a runner reports): on lines a
+    # truncation did not reach they are evidence the cut did not cause (GRPO's cut_proof).
+    errors: list[LocatedError] = field(default_factory=list)
+    ran_cleanly: bool | None = None  # the program ran without a runtime or robot error (rollout/executability)
+    parsed: bool | None = None  # the code parses (the syntax component; GRPO's temperature steps down on it)
+    kl: float | None = None  # the sequence KL to the reference this component measured (the KL controller's input)
 
     @classmethod
     def zeros(cls, sample: Sample, **info: float) -> ComponentOutput:
         return cls(np.zeros(sample.n_tokens, dtype=np.float32), [], dict(info))
 
+    def verdict(self) -> dict[str, Any]:
+        """The verdict fields, JSON-safe (rollouts.jsonl's "verdicts")."""
+        return {"outcome": self.outcome, "incorrect": self.incorrect, "ran_cleanly": self.ran_cleanly,
+                "parsed": self.parsed, "kl": self.kl,
+                "errors": [{"tokens": list(e.tokens), "message": e.message} for e in self.errors]}
+
 
 class RewardComponent:
-    """Base class. Subclasses set `name` and implement `__call__`."""
+    """Base class. Subclasses set `name` and implement `__call__`; `metrics` is optional."""
 
     name: str = "component"
 
     def __call__(self, samples: list[Sample]) -> list[ComponentOutput]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def metrics(self, outputs: list[ComponentOutput]) -> dict[str, float]:
+        """This component's own rollout metrics over one batch's outputs, logged as named (e.g.
+        rollout/test_pass_rate). A multi-task batch passes every sample's output, a task without this component
+        giving an empty one (its verdict fields None). The info scalars are logged besides, as reward/<name>/<key>."""
+        return {}
 
-SPREADS = ("each", "split", "last")
+
+Spread = Literal["each", "split", "last"]  # a component's `spread` option (spread_over, spread_score)
+SPREADS: tuple[str, ...] = get_args(Spread)
 
 
 def check_spread(component: str, spread: str) -> str:
@@ -101,7 +149,12 @@ class SimFeedback:
     score: float  # in [0, 1]: e.g. clean runs / runs, or task progress
     # (1-based PROGRAM line, negative penalty, reason) for errors that a line caused.
     line_penalties: list[tuple[int, float, str]] = field(default_factory=list)
-    info: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # numbers for logging (reward/sim/<key>)
+    # The verdict the sim component passes on (ComponentOutput's fields of the same names); None = no say.
+    outcome: float | None = None  # the task's success rate over the runs
+    incorrect: bool | None = None  # a run raised, or ran cleanly and failed the task's checks
+    ran_cleanly: bool | None = None  # no run raised a Python or robot error
+    judged: bool = True  # False: the simulator failed on every run (its bug): no reward either way
 
 
 @runtime_checkable

@@ -23,6 +23,8 @@ object per sample:
     components    {component: per-token RAW values} (weighted = weights[c] * raw)
     diagnostics   {component: [{rule, span, tokens, message, value, ...}]}
     info          {component: {scalar: value}}
+    verdicts      {component: {outcome, incorrect, ran_cleanly, parsed, kl, errors}} (ComponentOutput's typed
+                  verdict; absent from files written before it existed)
     algo          (trainer rollouts) {values, returns, advantages}: per-token arrays the optimiser computed
                   (value predictions at rollout time, GAE returns, the advantages its loss used); optional
 A generate-output JSONL (`prompt`, `completion`, `token_ids`, optional `task`,
@@ -86,11 +88,19 @@ def rollout_records(samples: list, batch: Any, *, step: int | None = None,
             "components": {n: np.round(v[i].astype(np.float64), 6).tolist() for n, v in batch.raw.items()},
             "diagnostics": {n: _json_safe(o[i].diagnostics) for n, o in batch.outputs.items()},
             "info": {n: _json_safe(o[i].info) for n, o in batch.outputs.items()},
+            "verdicts": {n: _json_safe(o[i].verdict()) for n, o in batch.outputs.items()},
         }
         if algo:
             rec["algo"] = {n: np.round(np.asarray(v[i], dtype=np.float64), 6).tolist() for n, v in algo.items()}
         records.append(rec)
     return records
+
+
+def record_outcome(rec: dict) -> float | None:
+    """A rollout record's verifiable outcome, as GRPO reads it from the live outputs (densecode.rl.grpo.outcome_of):
+    the mean of its components' `outcome`, or None (none gave one, or a record without verdicts)."""
+    found = [v["outcome"] for v in (rec.get("verdicts") or {}).values() if v.get("outcome") is not None]
+    return float(np.mean(found)) if found else None
 
 
 def write_rollouts(path: str | Path, samples: list, batch: Any, *, step: int | None = None, append: bool = True,

@@ -7,7 +7,8 @@ with x = ref_logprob - logprob:
 - k3: (e^x - 1) - x (unbiased, always >= 0; the reference implementation's choice).
 The component returns -KL (rewards convention); the assembler weight is the KL
 coefficient (PPO's adaptive controller changes it with `assembler.set_weight`).
-Samples without log-probs get zeros and `info["kl_missing"] = 1`.
+`ComponentOutput.kl` is the sequence KL (what the adaptive KL controller is fed).
+Samples without log-probs get zeros, no `kl`, and `info["kl_missing"] = 1`.
 """
 
 from __future__ import annotations
@@ -48,5 +49,6 @@ class KLComponent(RewardComponent):
                     f"{len(s.ref_logprobs)} ref_logprobs (one per response token expected)"
                 )
             kl = kl_per_token(s.logprobs, s.ref_logprobs, self.estimator)
-            outs.append(ComponentOutput(-kl, [], {"kl": float(kl.sum()), "kl_mean": float(kl.mean()) if len(kl) else 0.0}))
+            outs.append(ComponentOutput(-kl, [], {"kl": float(kl.sum()), "kl_mean": float(kl.mean()) if len(kl) else 0.0},
+                                        kl=float(kl.sum())))
         return outs

@@ -154,6 +154,9 @@ class LintComponent(RewardComponent):
         self.target_version = target_version
         self.line_length = int(line_length)
 
+    def metrics(self, outputs: list[ComponentOutput]) -> dict[str, float]:
+        return {"rollout/lint_violations_per_sample": float(np.mean([len(o.diagnostics) for o in outputs]))}
+
     def __call__(self, samples: list[Sample]) -> list[ComponentOutput]:
         programs: dict[str, tuple[int, str, ProgramMap]] = {}
         for i, s in enumerate(samples):

@@ -9,6 +9,8 @@ error) added to that line's tokens. Lines inside the prompt prefix reach no toke
 except when the response has no code: then they land on its last token (the stop).
 A response without code gets `fail_value` on its last token. `spread: split` divides
 the score and each line penalty among their tokens instead (length-neutral sums).
+The verdict is the backend's (SimFeedback.outcome / incorrect / ran_cleanly), plus
+the penalised lines as located errors (a parse error the simulator reports is none).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import numpy as np
 from densecode.errors import DensecodeError
 from densecode.rewards.base import (
     ComponentOutput,
+    LocatedError,
     RewardComponent,
     SimFeedback,
     SimulatorBackend,
     check_spread,
     diag,
+    is_parse_error,
     spread_over,
     spread_score,
 )
@@ -51,10 +55,18 @@ class SimComponent(RewardComponent):
             raise DensecodeError(f"simulator returned {len(feedback)} feedbacks for {len(samples)} programs")
         return [self._map(s, pm, fb) for s, (_, pm), fb in zip(samples, programs, feedback)]
 
+    def metrics(self, outputs: list[ComponentOutput]) -> dict[str, float]:
+        # sim_score counts a sample without this component (a multi-task batch's other tasks) as 0.
+        out = {"rollout/sim_score": float(np.mean([o.info.get("sim_score", 0.0) for o in outputs]))}
+        if all("runs" in o.info and "successes" in o.info for o in outputs):
+            out["rollout/sim_success"] = float(np.mean([o.info["successes"] / max(o.info["runs"], 1) for o in outputs]))
+        return out
+
     def _map(self, sample: Sample, pmap, fb: SimFeedback) -> ComponentOutput:
         values = np.zeros(sample.n_tokens, dtype=np.float32)
-        if fb.info.get("unjudged"):  # the simulator failed on every run (its bug): no reward either way
-            return ComponentOutput(values, [], {k: float(v) for k, v in fb.info.items() if isinstance(v, (int, float, bool))})
+        numbers = {k: float(v) for k, v in fb.info.items() if isinstance(v, (int, float, bool))}
+        if not fb.judged:  # the simulator failed on every run (its bug): no reward either way
+            return ComponentOutput(values, [], numbers, ran_cleanly=fb.ran_cleanly)
         code = sample.code_token_mask()
         score = float(min(max(fb.score, 0.0), 1.0))
         base = score if score > 0 else self.fail_value
@@ -62,7 +74,7 @@ class SimComponent(RewardComponent):
             spread_score(values, code, base, self.spread)
         elif sample.n_tokens:
             values[-1] = self.fail_value
-        records = []
+        records, errors = [], []
         for line, penalty, reason in fb.line_penalties:
             rng = pmap.line_to_response(int(line))
             if rng is None and not code.any() and sample.n_tokens:
@@ -77,6 +89,8 @@ class SimComponent(RewardComponent):
                 value = self.line_penalty_scale * float(penalty)
                 spread_over(values, tokens, value, self.spread)
                 records.append(diag("sim-line", rng, tokens, str(reason), value, line=int(line)))
-        info = {"sim_score": score}
-        info.update({k: float(v) for k, v in fb.info.items() if isinstance(v, (int, float, bool))})
-        return ComponentOutput(values, records, info)
+                if value < 0 and not is_parse_error(f"sim-line {reason}"):
+                    errors.append(LocatedError((min(tokens), max(tokens) + 1), str(reason)))
+        info = {"sim_score": score, **numbers}
+        return ComponentOutput(values, records, info, outcome=fb.outcome, incorrect=fb.incorrect, errors=errors,
+                               ran_cleanly=fb.ran_cleanly)

@@ -40,6 +40,7 @@ import numpy as np
 from densecode.errors import DensecodeError
 from densecode.rewards.base import (
     ComponentOutput,
+    LocatedError,
     RewardComponent,
     check_spread,
     diag,
@@ -163,6 +164,10 @@ class SyntaxComponent(RewardComponent):
                 outs.append(self._grammar(s) if self.source == "grammar" else self._python(s))
         return outs
 
+    def metrics(self, outputs: list[ComponentOutput]) -> dict[str, float]:
+        # A response with a penalised token (an empty output from a task without this component has none).
+        return {"rollout/syntax_error_frac": float(np.mean([float(np.any(np.asarray(o.values) < 0)) for o in outputs]))}
+
     def _no_code(self, sample: Sample) -> ComponentOutput:
         """Code was asked for and none came (empty, whitespace, comments, prose): the stop is the error.
 
@@ -178,8 +183,8 @@ class SyntaxComponent(RewardComponent):
             values[last] = self.error_value
             diagnostics.append(diag("syntax-no-code", sample.token_spans[last], [last],
                                     "no code where code was asked for", self.error_value))
-        return ComponentOutput(values, diagnostics, {"syntax_ok": float(not stopped), "incomplete": 0.0,
-                                                     "has_code": 0.0})
+        return _verdict(ComponentOutput(values, diagnostics, {"syntax_ok": float(not stopped), "incomplete": 0.0,
+                                                              "has_code": 0.0}), ok=not stopped)
 
     def _fill_region(self, values: np.ndarray, region_tokens: list[int], error_token: int | None) -> None:
         # Regions are disjoint and `values` starts at 0, so adding keeps what an earlier region put on the last
@@ -248,8 +253,8 @@ class SyntaxComponent(RewardComponent):
                                                 span, [error_token], msg, self.error_value,
                                                 program_offset=pos))
             self._fill_region(values, region_tokens, error_token)
-        return ComponentOutput(values, diagnostics, {"syntax_ok": float(ok), "incomplete": float(incomplete_any),
-                                                     "has_code": 1.0})
+        return _verdict(ComponentOutput(values, diagnostics, {"syntax_ok": float(ok), "incomplete": float(incomplete_any),
+                                                              "has_code": 1.0}), ok=ok)
 
     def _grammar(self, sample: Sample) -> ComponentOutput:
         verdicts = sample.grammar_verdicts
@@ -269,7 +274,18 @@ class SyntaxComponent(RewardComponent):
         if error_token is not None:
             diagnostics.append(diag("grammar-reject", sample.token_spans[error_token], [error_token],
                                     "SynCode rejected this token", self.error_value))
-        return ComponentOutput(values, diagnostics, {"syntax_ok": float(error_token is None), "has_code": 1.0})
+        return _verdict(ComponentOutput(values, diagnostics, {"syntax_ok": float(error_token is None), "has_code": 1.0}),
+                        ok=error_token is None)
+
+
+def _verdict(out: ComponentOutput, ok: bool) -> ComponentOutput:
+    """The syntax verdict: parses or not (an incomplete program the length limit cut counts as parsing: the cut is
+    no error), and every error located on a token."""
+    out.parsed = ok
+    out.incorrect = not ok
+    out.errors = [LocatedError(tuple(d["tokens"]), d["message"]) for d in out.diagnostics
+                  if d["tokens"] and d["value"] < 0]
+    return out
 
 
 _KEYWORDS = tuple(keyword.kwlist + keyword.softkwlist)

@@ -11,7 +11,9 @@ FunctionCallJob. Then, on code tokens only (prose gets nothing):
   `exception_penalty` on that line's tokens (a line inside the prompt prefix
   reaches no token; syntax errors are left to the `syntax` component);
 - a response without any code → `fail_penalty` on its last token.
-Tasks without tests give zeros (`info["has_tests"] = 0`).
+Tasks without tests give zeros (`info["has_tests"] = 0`) and no verdict.
+Verdict: outcome = the pass rate; incorrect unless every test passed; ran_cleanly
+unless an exception was raised; errors = the exception's line.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import numpy as np
 from densecode.errors import DensecodeError
 from densecode.rewards.base import (
     ComponentOutput,
+    LocatedError,
     RewardComponent,
     check_spread,
     diag,
+    is_parse_error,
     spread_over,
     spread_score,
 )
@@ -75,6 +79,13 @@ class TestsComponent(RewardComponent):
         self.exception_penalty = float(exception_penalty)
         self.timeout = timeout
 
+    def metrics(self, outputs: list[ComponentOutput]) -> dict[str, float]:
+        rates = [o.outcome for o in outputs if o.outcome is not None]  # the samples whose task has tests
+        if not rates:
+            return {}
+        return {"rollout/test_pass_rate": float(np.mean(rates)),
+                "rollout/all_tests_passed": float(np.mean([r == 1.0 for r in rates]))}
+
     def _pool(self):
         if self.pool is None:
             try:
@@ -122,6 +133,7 @@ class TestsComponent(RewardComponent):
         line = getattr(res, "error_line", None)
         exc_type = getattr(res, "exc_type", None)
         # Syntax errors are the syntax component's to punish (they would count twice here).
+        errors = []
         if line and self.exception_penalty and exc_type not in ("SyntaxError", "IndentationError", "TabError"):
             rng = pmap.line_to_response(int(line))
             tokens = sample.tokens_in_range(*rng) if rng else []
@@ -129,7 +141,10 @@ class TestsComponent(RewardComponent):
                 spread_over(values, tokens, self.exception_penalty, self.spread)
                 msg = f"{exc_type or 'exception'}: {getattr(res, 'exc_message', '') or ''}".strip()
                 records.append(diag(exc_type or "exception", rng, tokens, msg, self.exception_penalty, line=int(line)))
+                if self.exception_penalty < 0 and not is_parse_error(f"{exc_type} {msg}"):
+                    errors.append(LocatedError((min(tokens), max(tokens) + 1), msg))
         info = {"pass_rate": rate, "all_passed": float(n_tests > 0 and n_passed == n_tests), "has_tests": 1.0,
                 "judged_incorrect": float(n_passed < n_tests or n_tests == 0),
                 "exception": float(bool(exc_type))}
-        return ComponentOutput(values, records, info)
+        return ComponentOutput(values, records, info, outcome=rate, incorrect=n_passed < n_tests or n_tests == 0,
+                               errors=errors, ran_cleanly=not exc_type)

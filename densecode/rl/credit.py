@@ -43,11 +43,16 @@ tokens get what any finding-free token of the response gets (outcome and +local:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, get_args
 
 import torch
 
-CREDITS = ("gae", "outcome", "outcome+dense", "outcome+local")
+from densecode.config import Credit
+
+if TYPE_CHECKING:
+    from densecode.rewards.assembler import RewardBatch
+
+CREDITS = get_args(Credit)  # algo.ppo.credit; GRPO takes the three without a critic
 # How a finding's value is laid on its tokens for each estimator (see the module docstring).
 FINDINGS_SPREAD = {"outcome+dense": "split", "outcome+local": "each"}
 
@@ -87,17 +92,16 @@ def no_signal_share(outcomes: torch.Tensor, prompt_index: torch.Tensor) -> tuple
     return float((lo >= 1.0).float().mean()), float((hi <= 0.0).float().mean())
 
 
-def findings_token_rewards(reward_outputs: Any, n: int, length: int, spread: str = "split",
+def findings_token_rewards(reward_outputs: RewardBatch, n: int, length: int, spread: str = "split",
                            exclude: tuple[str, ...] = ("kl",)) -> dict[str, torch.Tensor]:
     """{component: [n, length] weighted findings ℓ_c} from the assembler's RewardBatch (its `outputs`, the
     components' diagnostics, and `weights`). spread "split": a finding's value divided among its tokens (its
     sum is the value, whatever the line's length); "each": the value on every one of its tokens."""
     if spread not in ("split", "each"):
         raise ValueError(f"findings spread must be split or each, got {spread!r}")
-    outputs = getattr(reward_outputs, "outputs", None) or {}
-    weights = getattr(reward_outputs, "weights", None) or {}
+    weights = reward_outputs.weights
     found: dict[str, torch.Tensor] = {}
-    for name, outs in outputs.items():
+    for name, outs in reward_outputs.outputs.items():
         w = float(weights.get(name, 0.0))
         if name in exclude or w == 0.0:
             continue

@@ -55,27 +55,40 @@ mask (1 on generated tokens, 0 on padding).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 import torch
 
+from densecode.config import (
+    GRPOConfig,
+    LossAggregation,
+    RepetitionTest,
+    SequenceReward,
+    TruncationMasking,
+    check_choices,
+)
+from densecode.errors import DensecodeError
 from densecode.rl.credit import (
-    CREDITS,
     FINDINGS_SPREAD,
     credit_term,
     findings_token_rewards,
 )
 from densecode.rl.protocols import Algorithm
+from densecode.rl.temperature import TemperatureController
 
-TRUNCATION_MODES = ("conditional", "all", "none")
-TRUNCATION_EVIDENCE = ("cut_proof", "any_verdict")
-REPETITION_TESTS = ("paper", "any_period")
-SEQUENCE_REWARDS = ("outcome", "mean", "sum")
-AGGREGATIONS = ("token", "sequence")
+if TYPE_CHECKING:
+    from densecode.rewards.assembler import RewardBatch
+    from densecode.rewards.base import ComponentOutput
+
+TRUNCATION_MODES = get_args(TruncationMasking)
+REPETITION_TESTS = get_args(RepetitionTest)
+SEQUENCE_REWARDS = get_args(SequenceReward)
+AGGREGATIONS = get_args(LossAggregation)
 
 
 # ------------------------------------------------------------------ 1. group advantages
@@ -135,44 +148,15 @@ def is_repetitive(token_ids: Sequence[int], window: int = 128, test: str = "pape
     return False
 
 
-def judged_incorrect(infos: Mapping[str, Mapping[str, Any]] | None) -> bool:
-    """Whether any reward component found the whole response wrong, from `ComponentOutput.info`.
+def judged_incorrect(outputs: Mapping[str, ComponentOutput]) -> bool:
+    """Whether any reward component found the whole response wrong: its `ComponentOutput.incorrect`.
 
-    Contract (documented for reward components): a component that can judge
-    correctness sets `info["judged_incorrect"] = 1.0` when it found a failing
-    test, a simulator/runtime error, or a syntax error. These are read as the
-    same verdict: `syntax_ok == 0`, `tests_failed > 0`, `errors > 0`, a
-    non-empty `error`, and RoboSim's `python_errors > 0`, `robot_errors > 0` or
-    `clean_runs > successes` (a clean run that failed the task's checks). A
-    timeout alone is no verdict. Components that cannot judge (lint, KL) leave
-    the keys out; "no verdict" counts as not incorrect. On a truncated response
-    these verdicts may be caused by the cut: see `judged_incorrect_despite_cut`.
+    A failing test, a simulator/runtime error, a syntax error, a clean simulator run that failed the task's checks
+    (each component says what it judges; a timeout alone is no verdict). A component that cannot judge (lint, KL)
+    leaves it None: "no verdict" counts as not incorrect. On a truncated response these verdicts may be caused by
+    the cut: see `judged_incorrect_despite_cut`.
     """
-    for info in (infos or {}).values():
-        if not isinstance(info, Mapping):
-            continue
-        if info.get("judged_incorrect"):
-            return True
-        syntax_ok = info.get("syntax_ok")
-        if syntax_ok is not None and not syntax_ok:  # the syntax component logs 1.0 / 0.0
-            return True
-        if (info.get("tests_failed") or 0) > 0:
-            return True
-        if info.get("error") or (info.get("errors") or 0) > 0:
-            return True
-        # RoboSim backend (sim component): any run raised, or ran cleanly but failed the task checks.
-        if (info.get("python_errors") or 0) > 0 or (info.get("robot_errors") or 0) > 0:
-            return True
-        clean, successes = info.get("clean_runs"), info.get("successes")
-        if clean is not None and successes is not None and clean > successes:
-            return True
-    return False
-
-
-# Exceptions that mean "did not parse": when a runner (tests, simulator) reports one, nothing ran, so it is
-# no runtime error; on a truncated program it is usually the cut itself (an unclosed bracket is reported on
-# the line that opened it). Syntax verdicts come from the syntax component only, which forgives the cut.
-PARSE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+    return any(o.incorrect for o in outputs.values())
 
 
 def cut_token_index(response: str, token_spans: Sequence[tuple[int, int]]) -> int:
@@ -187,52 +171,27 @@ def cut_token_index(response: str, token_spans: Sequence[tuple[int, int]]) -> in
     return len(token_spans)
 
 
-def _is_parse_error(d: Mapping[str, Any]) -> bool:
-    text = f"{d.get('rule', '')} {d.get('message', '')}"
-    return any(name in text for name in PARSE_ERRORS)
-
-
-def judged_incorrect_despite_cut(
-    sample: Any,
-    infos: Mapping[str, Mapping[str, Any]] | None,
-    diagnostics: Mapping[str, Sequence[Mapping[str, Any]]] | None,
-    verdict_components: Sequence[str] = ("syntax", "tests", "sim"),
-) -> str | None:
+def judged_incorrect_despite_cut(sample: Any, outputs: Mapping[str, ComponentOutput]) -> str | None:
     """Why a truncated response is known to be wrong whatever the cut did, or None.
 
-    `sample` is the reward step's Sample (response text, token spans, code
-    tokens); `infos` / `diagnostics` are each component's `info` / diagnostics
-    for it. Evidence, in order:
-    - "finished_wrong": the code had finished before the cut (it has code tokens
-      and none on or after the cut line, e.g. a closed ``` block and the cut in
-      the prose after it): the whole-response verdicts (`judged_incorrect`) of
-      the verdict components count as for an untruncated response;
-    - "error_before_cut": a negative diagnostic of a verdict component located
-      entirely on lines finished before the cut — a syntax error the syntax
-      component found there, or a runtime/robot error a test or simulator run
-      raised there (a runner's parse error is no runtime error: nothing ran).
-    Failing tests or sim checks of a program cut inside its code are not
-    evidence (the unfinished code fails because it is unfinished), nor is a
-    timeout.
+    `sample` is the reward step's Sample (response text, token spans, code tokens); `outputs` are the verdict
+    components' ComponentOutputs for it. Evidence, in order:
+    - "finished_wrong": the code had finished before the cut (it has code tokens and none on or after the cut
+      line, e.g. a closed ``` block and the cut in the prose after it): the whole-response verdicts
+      (`judged_incorrect`) count as for an untruncated response;
+    - "error_before_cut": an error a component located (`ComponentOutput.errors`) entirely on lines finished
+      before the cut — a syntax error the syntax component found there, or a runtime/robot error a test or
+      simulator run raised there (a runner's parse error is no located error: nothing ran).
+    Failing tests or sim checks of a program cut inside its code are not evidence (the unfinished code fails
+    because it is unfinished), nor is a timeout.
     """
-    infos = infos or {}
-    diagnostics = diagnostics or {}
     n = len(sample.token_spans)
     cut = cut_token_index(sample.response, sample.token_spans)
     code = np.asarray(sample.code_token_mask(), dtype=bool) if n else np.zeros(0, dtype=bool)
-    if code.any() and not code[cut:].any():
-        verdicts = {k: v for k, v in infos.items() if k in verdict_components}
-        if judged_incorrect(verdicts):
-            return "finished_wrong"
-    for name in verdict_components:
-        for d in diagnostics.get(name) or []:
-            tokens, value = d.get("tokens"), d.get("value")
-            if tokens is None or value is None or float(value) >= 0:
-                continue
-            if name != "syntax" and _is_parse_error(d):
-                continue
-            if int(tokens[1]) <= cut:
-                return "error_before_cut"
+    if code.any() and not code[cut:].any() and judged_incorrect(outputs):
+        return "finished_wrong"
+    if any(e.tokens[1] <= cut for o in outputs.values() for e in o.errors):
+        return "error_before_cut"
     return None
 
 
@@ -393,17 +352,15 @@ def grpo_policy_loss(
 DENSE_FROM_VALUES = ("syntax", "lint")
 
 
-def sample_infos(reward_outputs: Any, n: int) -> list[dict[str, dict]]:
-    """Per sample: {component name: ComponentOutput.info} from the assembler's RewardBatch."""
-    outputs = getattr(reward_outputs, "outputs", None) or {}
-    return [{name: (outs[i].info or {}) for name, outs in outputs.items()} for i in range(n)]
+def sample_outputs(reward_outputs: RewardBatch, n: int) -> list[dict[str, ComponentOutput]]:
+    """Per sample: {component name: its ComponentOutput} from the assembler's RewardBatch."""
+    return [{name: outs[i] for name, outs in reward_outputs.outputs.items()} for i in range(n)]
 
 
-def attributable_token_rewards(reward_outputs: Any, names: Sequence[str], n: int, length: int) -> torch.Tensor:
+def attributable_token_rewards(reward_outputs: RewardBatch, names: Sequence[str], n: int, length: int) -> torch.Tensor:
     """(N, T) weighted sum of the precisely attributable parts of the components in `names`."""
     out = torch.zeros((n, length), dtype=torch.float32)
-    outputs = getattr(reward_outputs, "outputs", None) or {}
-    weights = getattr(reward_outputs, "weights", None) or {}
+    outputs, weights = reward_outputs.outputs, reward_outputs.weights
     for name in names:
         w = float(weights.get(name, 0.0))
         if name not in outputs or w == 0.0:
@@ -423,32 +380,19 @@ def attributable_token_rewards(reward_outputs: Any, names: Sequence[str], n: int
     return out
 
 
-def outcome_of(infos: Mapping[str, Mapping[str, Any]]) -> float | None:
-    """The task's verifiable outcome in [0, 1] from the components' `info`, or None if none reports one.
-
-    Read, per component: `info["outcome"]` (the contract for any component that
-    judges the task), else the tests component's `pass_rate` (when the task has
-    tests), else a simulator's success rate `successes / runs`. Several
-    components reporting one: their mean.
-    """
-    found = []
-    for info in infos.values():
-        if not isinstance(info, Mapping):
-            continue
-        if info.get("outcome") is not None:
-            found.append(float(info["outcome"]))
-        elif info.get("pass_rate") is not None and info.get("has_tests", 1.0):
-            found.append(float(info["pass_rate"]))
-        elif info.get("successes") is not None and info.get("runs"):
-            found.append(float(info["successes"]) / float(info["runs"]))
+def outcome_of(outputs: Mapping[str, ComponentOutput]) -> float | None:
+    """The task's verifiable outcome in [0, 1]: the mean `ComponentOutput.outcome` of the components that give
+    one (the tests' pass rate, a simulator's success rate, any component's own), or None if none does."""
+    found = [o.outcome for o in outputs.values() if o.outcome is not None]
     return float(np.mean(found)) if found else None
 
 
-def sequence_rewards(batch, how: str = "outcome", infos: Sequence[Mapping[str, Mapping]] | None = None) -> torch.Tensor:
+def sequence_rewards(batch, how: str = "outcome",
+                     outputs: Sequence[Mapping[str, ComponentOutput]] | None = None) -> torch.Tensor:
     """r_i: the verifiable outcome ("outcome"), or from the per-token totals: "sum" or "mean".
 
     outcome (MicroCoder's group advantage): `outcome_of` each sample's component
-    infos; a sample without one is an error (the reward has no tests/sim
+    outputs; a sample without one is an error (the reward has no tests/sim
     component to judge it). Dense components put a value on every code token,
     so their "sum" grows with the response length and a GRPO on it learns "write
     more"; the per-token "mean" is length-neutral but still prefers a terse
@@ -456,15 +400,15 @@ def sequence_rewards(batch, how: str = "outcome", infos: Sequence[Mapping[str, M
     rewards uses `batch.sequence_rewards` for "sum"/"mean".
     """
     if how == "outcome":
-        if infos is None:
-            infos = sample_infos(batch.reward_outputs, len(batch.responses))
-        values = [outcome_of(i) for i in infos]
+        if outputs is None:
+            outputs = sample_outputs(batch.reward_outputs, len(batch.responses))
+        values = [outcome_of(o) for o in outputs]
         missing = [k for k, v in enumerate(values) if v is None]
         if missing:
             raise ValueError(
                 f"algo.grpo.sequence_reward=outcome: {len(missing)} of {len(values)} responses have no verifiable "
-                "outcome (no reward component reported info['outcome'], a tests 'pass_rate' or a simulator's "
-                "'successes'/'runs'); enable the tests/sim component or use sequence_reward mean or sum")
+                "outcome (no reward component gave one: ComponentOutput.outcome, e.g. the tests' pass rate or a "
+                "simulator's success rate); enable the tests/sim component or use sequence_reward mean or sum")
         return torch.tensor(values, dtype=torch.float32)
     if how not in SEQUENCE_REWARDS:
         raise ValueError(f"algo.grpo.sequence_reward must be one of {SEQUENCE_REWARDS}, got {how!r}")
@@ -475,12 +419,6 @@ def sequence_rewards(batch, how: str = "outcome", infos: Sequence[Mapping[str, M
     if how == "sum":
         return total.cpu()
     return (total / mask.sum(dim=1).clamp(min=1.0)).cpu()
-
-
-def sample_diagnostics(reward_outputs: Any, n: int) -> list[dict[str, list[dict]]]:
-    """Per sample: {component name: its diagnostics} from the assembler's RewardBatch."""
-    outputs = getattr(reward_outputs, "outputs", None) or {}
-    return [{name: list(outs[i].diagnostics or []) for name, outs in outputs.items()} for i in range(n)]
 
 
 def group_order(prompt_index: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -503,31 +441,13 @@ class GRPOAlgorithm(Algorithm):
     compute_advantages: sequence rewards → group advantages → truncation masking
     → (optional) dense token term; records diversity and lets the temperature
     controller choose the next step's temperature. loss: clip-higher surrogate.
+    Its settings are `algo.grpo` as they are (`cfg`, densecode.config.GRPOConfig: declared once).
     """
 
-    group_size: int = 8
-    epochs: int = 1  # passes the trainer makes over each batch (algo.grpo.num_iterations)
-    clip_eps: float = 0.2
-    clip_eps_high: float = 0.28
-    kl_coef: float = 0.0  # algo.grpo.beta
-    loss_aggregation: str = "token"
-    truncation_masking: str = "conditional"
-    # cut_proof: judged incorrect only from evidence the cut did not cause; any_verdict: any component
-    # verdict (the rule before issue #22: a cut-off program failing its tests counts as wrong).
-    truncation_evidence: str = "cut_proof"
-    truncation_rho: float = 0.3
-    repetition_test: str = "paper"
-    repetition_window: int = 128
-    verdict_components: tuple[str, ...] = ("syntax", "tests", "sim")
-    credit: str = "outcome"  # outcome | outcome+dense | outcome+local (densecode/rl/credit.py)
-    dense_in_grpo: bool = False
-    dense_in_grpo_scale: float = 0.5
-    dense_components: tuple[str, ...] = ("syntax", "lint", "sim", "tests")
-    sequence_reward: str = "outcome"  # outcome | mean | sum (see sequence_rewards)
-    allows_reward_kl: bool = False  # MicroCoder: beta = 0, no KL in the reward either
-    temperature: float = 1.0  # fixed temperature when there is no schedule
-    controller: Any = None  # TemperatureController or None
-    diversity_edit_distance: bool = True
+    cfg: GRPOConfig = field(default_factory=GRPOConfig)
+    temperature: float = 1.0  # generation.temperature: the fixed temperature when there is no schedule
+    controller: TemperatureController | None = None  # algo.grpo.temperature_schedule (from_config builds one)
+    diversity_edit_distance: bool = True  # log diversity/edit_distance too (O(G²) edit distances a group)
     seed: int = 0
     eps: float = 1e-6
 
@@ -535,37 +455,38 @@ class GRPOAlgorithm(Algorithm):
     needs_value_head = False
 
     def __post_init__(self) -> None:
-        if self.credit not in CREDITS or self.credit == "gae":
-            raise ValueError(f"algo.grpo.credit must be one of outcome, outcome+dense, outcome+local; got {self.credit!r}")
-        for key, value, choices in (("truncation_masking", self.truncation_masking, TRUNCATION_MODES),
-                                    ("truncation_evidence", self.truncation_evidence, TRUNCATION_EVIDENCE),
-                                    ("repetition_test", self.repetition_test, REPETITION_TESTS),
-                                    ("sequence_reward", self.sequence_reward, SEQUENCE_REWARDS),
-                                    ("loss_aggregation", self.loss_aggregation, AGGREGATIONS)):
-            if value not in choices:
-                raise ValueError(f"algo.grpo.{key} must be one of {', '.join(choices)}; got {value!r}")
-        if self.group_size < 2:
+        check_choices(self.cfg, "algo.grpo.")
+        if self.cfg.group_size < 2:
             raise ValueError("algo.grpo.group_size must be >= 2 (group-relative advantages need a group)")
-        if self.epochs < 1:
+        if self.cfg.num_iterations < 1:
             raise ValueError("algo.grpo.num_iterations must be >= 1")
         self._generator = torch.Generator().manual_seed(int(self.seed) + 7919)
 
+    # What the trainer reads of any algorithm (densecode.rl.protocols.Algorithm), from the config.
     @property
     def samples_per_prompt(self) -> int:
-        return self.group_size
+        return self.cfg.group_size
+
+    @property
+    def epochs(self) -> int:
+        return self.cfg.num_iterations
+
+    @property
+    def kl_coef(self) -> float:
+        return self.cfg.beta
+
+    @property
+    def allows_reward_kl(self) -> bool:
+        return self.cfg.allow_reward_kl  # MicroCoder: beta = 0, no KL in the reward either
 
     @property
     def needs_reference(self) -> bool:
         """The trainer scores ref logprobs for the k3 loss term only when it is on (a task source's per-sample
         coefficients, `kl_loss_coefs`, turn it on through the trainer)."""
-        return self.kl_coef > 0
+        return self.cfg.beta > 0
 
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg, seed: int = 0) -> GRPOAlgorithm:
-        import dataclasses
-
-        from densecode.rl.temperature import TemperatureController
-
         g = algo_cfg.grpo
         try:
             # A one-stage schedule is a fixed temperature.
@@ -576,93 +497,75 @@ class GRPOAlgorithm(Algorithm):
                     f"{gen_cfg.max_new_tokens}: the paper's repetition test compares the last {g.repetition_window} "
                     f"tokens with the {g.repetition_window} before them, so no response can be repetitive; set "
                     f"repetition_window <= {gen_cfg.max_new_tokens // 2}", UserWarning, stacklevel=2)
-            return cls(
-                group_size=g.group_size,
-                epochs=g.num_iterations,
-                clip_eps=g.clip_eps,
-                clip_eps_high=g.clip_eps_high,
-                kl_coef=g.beta,
-                loss_aggregation=g.loss_aggregation,
-                truncation_masking=g.truncation_masking,
-                truncation_evidence=g.truncation_evidence,
-                truncation_rho=g.truncation_rho,
-                repetition_test=g.repetition_test,
-                repetition_window=g.repetition_window,
-                verdict_components=tuple(g.verdict_components),
-                credit=g.credit,
-                dense_in_grpo=g.dense,
-                dense_in_grpo_scale=g.dense_scale,
-                dense_components=tuple(g.dense_components),
-                sequence_reward=g.sequence_reward,
-                allows_reward_kl=g.allow_reward_kl,
-                temperature=gen_cfg.temperature,
-                controller=controller,
-                seed=seed,
-            )
+            return cls(g, temperature=gen_cfg.temperature, controller=controller, seed=seed)
         except (ValueError, TypeError) as exc:
-            from densecode.errors import DensecodeError
-
             raise DensecodeError(f"GRPO settings (algo.grpo.*): {exc}") from None
 
     def sampling_temperature(self, step: int) -> float:
         return self.controller.temperature_for_step(step) if self.controller is not None else self.temperature
 
+    def verdicts(self, outputs: dict[str, ComponentOutput]) -> dict[str, ComponentOutput]:
+        """The outputs of the verdict components (algo.grpo.verdict_components; null = all)."""
+        names = self.cfg.verdict_components
+        return outputs if names is None else {k: v for k, v in outputs.items() if k in names}
+
     @torch.no_grad()
     def compute_advantages(self, batch) -> dict[str, float]:
         from densecode.rl.diversity import rollout_diversity
 
+        g = self.cfg
         mask = batch.response_mask
         n, length = mask.shape
-        G = self.group_size
+        G = g.group_size
         # Work in group-by-group order; write results back in the batch's own order.
         order = group_order(batch.prompt_index, G)
-        infos = sample_infos(batch.reward_outputs, n)
-        rewards = sequence_rewards(batch, self.sequence_reward, infos)
+        outputs = sample_outputs(batch.reward_outputs, n)
+        rewards = sequence_rewards(batch, g.sequence_reward, outputs)
 
         ga = group_advantages(rewards[order], G, self.eps)
         seq_adv = torch.empty(n)
         seq_adv[order] = ga.advantages
 
         truncated = torch.tensor(batch.truncated, dtype=torch.bool)
-        reasons = self.incorrect_reasons(batch, infos, truncated.tolist())
+        reasons = self.incorrect_reasons(batch, outputs, truncated.tolist())
         incorrect = torch.tensor([r is not None for r in reasons], dtype=torch.bool)
         token_ids = [r.token_ids for r in batch.responses]
-        repetitive = torch.tensor([bool(t) and is_repetitive(ids, self.repetition_window, self.repetition_test)
+        repetitive = torch.tensor([bool(t) and is_repetitive(ids, g.repetition_window, g.repetition_test)
                                    for t, ids in zip(truncated.tolist(), token_ids)], dtype=torch.bool)
         uniform = torch.rand(n, generator=self._generator)
-        tm = truncation_mask(truncated, incorrect, repetitive, uniform, self.truncation_masking, self.truncation_rho)
+        tm = truncation_mask(truncated, incorrect, repetitive, uniform, g.truncation_masking, g.truncation_rho)
         for reason in ("finished_wrong", "error_before_cut", "any_verdict"):
             tm.counts[f"truncated_incorrect_{reason}"] = sum(r == reason for r in reasons)
         seq_adv = torch.where(tm.masked, torch.zeros_like(seq_adv), seq_adv)
 
         advantages = seq_adv[:, None].expand(n, length).clone()
         stats: dict[str, float] = {}
-        if self.dense_in_grpo:
-            c = attributable_token_rewards(batch.reward_outputs, self.dense_components, n, length)
+        if g.dense:
+            c = attributable_token_rewards(batch.reward_outputs, g.dense_components, n, length)
             d = torch.empty(n, length)
             d[order] = dense_token_term(c[order], mask.cpu()[order], G, self.eps)
             # A masked (truncated, maybe right) sample gets no token signal either.
             d = d * (~tm.masked).float()[:, None]
-            advantages = advantages + self.dense_in_grpo_scale * d
+            advantages = advantages + g.dense_scale * d
             stats["grpo/dense_term_abs_mean"] = float(masked_mean(d.abs(), mask.cpu()))
-        if self.credit in FINDINGS_SPREAD:
-            findings = findings_token_rewards(batch.reward_outputs, n, length, FINDINGS_SPREAD[self.credit])
-            term, term_stats = credit_term(self.credit, findings, batch.prompt_index.cpu(), mask.cpu().float())
+        if g.credit in FINDINGS_SPREAD:
+            findings = findings_token_rewards(batch.reward_outputs, n, length, FINDINGS_SPREAD[g.credit])
+            term, term_stats = credit_term(g.credit, findings, batch.prompt_index.cpu(), mask.cpu().float())
             # Into the group advantage's units: over the sd of r_i minus its group's mean (what ga divides by).
             centred = rewards[order].view(-1, G) - rewards[order].view(-1, G).mean(dim=1, keepdim=True)
             spread = float(centred.std(unbiased=False))
             term = term / (spread if spread > self.eps else 1.0)
             term = term * (~tm.masked).float()[:, None]  # a masked sample gets no token signal either
-            advantages = advantages + self.dense_in_grpo_scale * term
+            advantages = advantages + g.dense_scale * term
             stats.update({f"grpo/{k}": v for k, v in term_stats.items()})
             stats["grpo/credit_term_abs_mean"] = float(masked_mean(term.abs(), mask.cpu()))
         batch.advantages = (advantages * mask.cpu()).to(mask.device)
         batch.returns = None
 
         div = rollout_diversity([token_ids[i] for i in order.tolist()], G, edit=self.diversity_edit_distance)
-        # Share of outputs the syntax component could not parse (the temperature's step-down signal).
-        parsed = [i.get("syntax", {}).get("syntax_ok") for i in infos]
-        parsed = [float(v) for v in parsed if v is not None]
+        # Share of outputs whose code does not parse (ComponentOutput.parsed: the temperature's step-down signal).
+        parsed = [[o.parsed for o in outs.values() if o.parsed is not None] for outs in outputs]
+        parsed = [float(all(p)) for p in parsed if p]
         unparsable = 1.0 - float(np.mean(parsed)) if parsed else None
         if unparsable is not None:
             stats["grpo/unparsable_frac"] = unparsable
@@ -689,7 +592,8 @@ class GRPOAlgorithm(Algorithm):
                 stats["diversity/trend"] = self.controller.trend()
         return stats
 
-    def incorrect_reasons(self, batch, infos: list[dict], truncated: list[bool]) -> list[str | None]:
+    def incorrect_reasons(self, batch, outputs: list[dict[str, ComponentOutput]],
+                          truncated: list[bool]) -> list[str | None]:
         """Per response: why it counts as judged incorrect for the masking rule (None = no evidence).
 
         Only truncated responses need a verdict (nothing else is masked).
@@ -698,15 +602,14 @@ class GRPOAlgorithm(Algorithm):
         """
         out: list[str | None] = [None] * len(truncated)
         samples = batch.samples or []
-        diags = sample_diagnostics(batch.reward_outputs, len(truncated))
         for i, cut in enumerate(truncated):
             if not cut:
                 continue
-            verdicts = {k: v for k, v in infos[i].items() if k in self.verdict_components}
-            if self.truncation_evidence == "any_verdict":
+            verdicts = self.verdicts(outputs[i])
+            if self.cfg.truncation_evidence == "any_verdict":
                 out[i] = "any_verdict" if judged_incorrect(verdicts) else None
             elif i < len(samples):
-                out[i] = judged_incorrect_despite_cut(samples[i], infos[i], diags[i], self.verdict_components)
+                out[i] = judged_incorrect_despite_cut(samples[i], verdicts)
             else:
                 raise ValueError("truncation_evidence=cut_proof needs the reward step's samples (batch.samples)")
         return out
@@ -714,10 +617,10 @@ class GRPOAlgorithm(Algorithm):
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss, stats = grpo_policy_loss(
             out.logprobs, mb.logprobs, mb.advantages, mb.response_mask,
-            clip_eps_low=self.clip_eps, clip_eps_high=self.clip_eps_high, aggregation=self.loss_aggregation,
-            ref_logprobs=mb.ref_logprobs,
+            clip_eps_low=self.cfg.clip_eps, clip_eps_high=self.cfg.clip_eps_high,
+            aggregation=self.cfg.loss_aggregation, ref_logprobs=mb.ref_logprobs,
             # Per-sample weights from the task source (a multi-task run's beta_k per sample), else algo.grpo.beta.
-            kl_coef=mb.kl_coefs if mb.kl_coefs is not None else self.kl_coef,
+            kl_coef=mb.kl_coefs if mb.kl_coefs is not None else self.cfg.beta,
         )
         if out.entropy is not None:
             stats["entropy"] = float(masked_mean(out.entropy.detach(), mb.response_mask))

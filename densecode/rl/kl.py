@@ -8,10 +8,15 @@ only chooses its weight β each step and the trainer writes it back with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from densecode.errors import DensecodeError
+
+if TYPE_CHECKING:
+    from densecode.rewards.assembler import RewardBatch
 
 
 class FixedKLController:
@@ -58,19 +63,16 @@ def make_kl_controller(algo_cfg, beta: float):
     return FixedKLController(beta)
 
 
-def reward_kl(reward_outputs) -> float | None:
-    """Mean over samples of the sequence KL the reward's `kl` component measured (its own estimator).
+def reward_kl(reward_outputs: RewardBatch) -> float | None:
+    """Mean over samples of the sequence KL the reward measured (`ComponentOutput.kl`: the `kl` component, with
+    its own estimator).
 
     The adaptive controller must be fed this number, not a k1 recomputed elsewhere: with the
     k3 estimator in the reward, k1 and k3 differ per token and the controller would steer a
-    quantity the reward does not penalise. None when the reward has no kl component output
-    (or no sample had log-probs).
+    quantity the reward does not penalise. None when no component measured one (no kl
+    component, or no sample had log-probs).
     """
-    outputs = getattr(reward_outputs, "outputs", None) or {}
-    kl_outs = outputs.get("kl")
-    if not kl_outs:
-        return None
-    values = [float(o.info["kl"]) for o in kl_outs if "kl" in (o.info or {}) and not (o.info or {}).get("kl_missing")]
+    values = [o.kl for outs in reward_outputs.outputs.values() for o in outs if o.kl is not None]
     return float(np.mean(values)) if values else None
 
 

@@ -32,28 +32,13 @@ def rollout_stats(batch: RolloutBatch) -> dict[str, float]:
         stats["rollout/grammar_violation_rate"] = float(rejected.sum() / checked.sum().clamp(min=1))
         stats["rollout/grammar_violating_samples"] = float((rejected.sum(-1) > 0).float().mean())
     rb = batch.reward_outputs
-    outputs = getattr(rb, "outputs", None) or {}
-    stats.update(outcome_stats(batch, outputs))
+    stats.update(outcome_stats(batch))
     comps = {k: v.sum(-1).abs() for k, v in (batch.components or {}).items()}
     if "kl" in comps:
         # How much of the batch's reward the KL penalty is (1 = the task has no say any more).
         total = sum(v.sum() for v in comps.values())
         stats["reward/kl_share"] = float(comps["kl"].sum() / total) if float(total) > 0 else 0.0
-    if "lint" in outputs:
-        stats["rollout/lint_violations_per_sample"] = float(np.mean([len(o.diagnostics) for o in outputs["lint"]]))
-    if "tests" in outputs:
-        infos = [o.info for o in outputs["tests"] if o.info.get("has_tests", 1.0)]
-        if infos:
-            stats["rollout/test_pass_rate"] = float(np.mean([i.get("pass_rate", 0.0) for i in infos]))
-            stats["rollout/all_tests_passed"] = float(np.mean([i.get("all_passed", 0.0) for i in infos]))
-    if "sim" in outputs:
-        infos = [o.info for o in outputs["sim"]]
-        stats["rollout/sim_score"] = float(np.mean([i.get("sim_score", 0.0) for i in infos]))
-        if all("runs" in i and "successes" in i for i in infos):
-            stats["rollout/sim_success"] = float(np.mean([i["successes"] / max(i["runs"], 1) for i in infos]))
-    if "syntax" in outputs:
-        stats["rollout/syntax_error_frac"] = float(
-            np.mean([float(np.any(np.asarray(o.values) < 0)) for o in outputs["syntax"]]))
+    stats.update(rb.component_metrics)  # each component's own (RewardComponent.metrics)
     return stats
 
 
@@ -70,15 +55,16 @@ def per_token_algo_arrays(batch: RolloutBatch) -> dict[str, list[np.ndarray]]:
     return out
 
 
-def outcome_stats(batch: RolloutBatch, outputs: dict) -> dict[str, float]:
+def outcome_stats(batch: RolloutBatch) -> dict[str, float]:
     """The rollouts' task success (the verifiable outcome), executability (no runtime/robot error) and, with
-    several responses per prompt, the share of prompts that carry no group signal (all pass / all fail)."""
+    several responses per prompt, the share of prompts that carry no group signal (all pass / all fail); from
+    the components' typed verdicts (ComponentOutput.outcome / ran_cleanly)."""
     from densecode.rl.credit import no_signal_share
-    from densecode.rl.grpo import outcome_of, sample_infos
+    from densecode.rl.grpo import outcome_of, sample_outputs
 
     n = len(batch.responses)
-    infos = sample_infos(batch.reward_outputs, n)
-    outcomes = [outcome_of(i) for i in infos]
+    outputs = sample_outputs(batch.reward_outputs, n)
+    outcomes = [outcome_of(o) for o in outputs]
     stats: dict[str, float] = {}
     if n and all(o is not None for o in outcomes):
         t = torch.tensor(outcomes, dtype=torch.float32)
@@ -89,19 +75,15 @@ def outcome_stats(batch: RolloutBatch, outputs: dict) -> dict[str, float]:
             stats["rollout/all_pass_prompts"] = all_pass
             stats["rollout/all_fail_prompts"] = all_fail
             stats["rollout/no_signal_prompts"] = all_pass + all_fail
-    judged = [i for i in infos if any(k in c for c in i.values() for k in ("python_errors", "exception"))]
-    if n and len(judged) == n:
-        def ran_cleanly(info: dict) -> bool:
-            return not any((c.get("python_errors") or 0) > 0 or (c.get("robot_errors") or 0) > 0
-                           or (c.get("exception") or 0) > 0 for c in info.values())
-
-        stats["rollout/executability"] = float(np.mean([ran_cleanly(i) for i in judged]))
+    ran = [[o.ran_cleanly for o in outs.values() if o.ran_cleanly is not None] for outs in outputs]
+    if n and all(ran):  # every sample ran somewhere (tests, a simulator)
+        stats["rollout/executability"] = float(np.mean([all(r) for r in ran]))
     return stats
 
 
 def reward_stats(batch: RolloutBatch) -> dict[str, float]:
     """The reward function's own scalars, and each sequence's summed reward (total and per component)."""
-    stats = {k: float(v) for k, v in (batch.reward_outputs.stats or {}).items() if isinstance(v, (int, float))}
+    stats = {k: float(v) for k, v in batch.reward_outputs.stats.items() if isinstance(v, (int, float))}
     stats["reward/sequence_mean"] = float(batch.sequence_rewards.mean())
     stats["reward/sequence_std"] = float(batch.sequence_rewards.std()) if batch.size > 1 else 0.0
     for name, vals in batch.components.items():

@@ -74,10 +74,16 @@ def feedback(runs: list[RunResult], clean_credit: float = 0.25, check_credit: fl
     if bugs:  # only when there were any: RoboSim's feedback stays exactly as recorded before plug-ins
         info["simulator_errors"] = bugs
         info["unjudged"] = not runs
+    raised = info["python_errors"] > 0 or info["robot_errors"] > 0
     return SimFeedback(
         score=sum(run_score(r, clean_credit, check_credit) for r in runs) / n,
         line_penalties=[(line, value, why) for (line, why), value in sorted(penalties.items())],
         info=info,
+        outcome=info["successes"] / len(runs) if runs else None,
+        # A clean run that failed the task's checks is as wrong as one that raised; a timeout alone is no verdict.
+        incorrect=raised or info["clean_runs"] > info["successes"],
+        ran_cleanly=not raised,
+        judged=not (bugs and not runs),
     )
 
 

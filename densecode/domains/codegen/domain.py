@@ -49,14 +49,13 @@ def score_with_tests(tasks: list[dict], responses: list[str], sandbox: Any = Non
     samples = [text_sample(t["prompt"], r, t, code_regions="completion") for t, r in zip(tasks, responses)]
     records = []
     for task, out in zip(tasks, TestsComponent(sandbox=sandbox)(samples)):
-        info = out.info
-        passed = float(info.get("all_passed", 0.0))
+        passed = float(out.outcome == 1.0)  # the typed verdict: the pass rate (None: no tests)
         judged = next((d.get("outcome") for d in out.diagnostics if d.get("rule") == "tests"), None)
         records.append({"task_id": task.get("task_id"), "level": task.get("level"), "family": task.get("family"),
                         "outcome": "success" if passed else str(judged or "failure"),
-                        "score": float(info.get("pass_rate", 0.0)), "all_passed": passed,
-                        "pass_rate": float(info.get("pass_rate", 0.0)),
-                        "exception": float(info.get("exception", 0.0))})
+                        "score": out.outcome or 0.0, "all_passed": passed,
+                        "pass_rate": out.outcome or 0.0,
+                        "exception": float(out.ran_cleanly is False)})
     return records
 
 

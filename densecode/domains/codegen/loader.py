@@ -78,7 +78,7 @@ def check_canonical(tasks: list[dict], pool=None) -> list[tuple[dict, str | None
     samples = [text_sample(t["prompt"], t["canonical"], t, code_regions="completion") for t in tasks]
     out = []
     for t, o in zip(tasks, comp(samples) if samples else []):
-        if o.info.get("all_passed"):
+        if o.outcome == 1.0:  # every test passed
             out.append((t, None))
         else:
             judged = o.diagnostics[0]["message"] if o.diagnostics else "not judged"

@@ -66,7 +66,7 @@ class LiteralComponent(RewardComponent):
                                                   [answer_of(samples[i].response) for i in inputs])))
         outs = [self.score_input(s, verdicts[i]) if i in verdicts else self.score(s) for i, s in enumerate(samples)]
         for out in outs:  # the task's verifiable outcome (GRPO's `sequence_reward: outcome`): execution accuracy
-            out.info["outcome"] = out.info["correct"]
+            out.outcome = out.info["outcome"] = out.info["correct"]
         return outs
 
     def score_input(self, s: Sample, verdict) -> ComponentOutput:

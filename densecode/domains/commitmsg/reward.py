@@ -79,4 +79,4 @@ class CommitmsgComponent(RewardComponent):
         # `outcome`: the task's verifiable outcome (GRPO's `sequence_reward: outcome`), the text similarity score.
         info = {"rouge_l": j["rouge_l"], "chrf": j["chrf"], "score": s, "exact": j["exact"], "has_task": 1.0,
                 "outcome": s}
-        return ComponentOutput(values, records, info)
+        return ComponentOutput(values, records, info, outcome=s)

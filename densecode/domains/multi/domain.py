@@ -173,15 +173,15 @@ class MultiDomain(Domain):
         return out
 
     def _utility_signal(self, batch) -> list[float | None]:
-        """Each sample's value for the utilities (astor.potential_signal): its verifiable outcome in [0, 1], read from
-        the reward components' info as GRPO's `sequence_reward: outcome` reads it, or its sequence reward. None: a
+        """Each sample's value for the utilities (astor.potential_signal): its verifiable outcome in [0, 1], the
+        components' typed verdict as GRPO's `sequence_reward: outcome` reads it, or its sequence reward. None: a
         sample left out of the statistics (no outcome, e.g. a simulator that failed on every run of it)."""
         rewards = batch.sequence_rewards.detach().float().cpu().tolist()
         if self.scheduler.opts.potential_signal == "reward":
             return rewards
-        from densecode.rl.grpo import outcome_of, sample_infos
+        from densecode.rl.grpo import outcome_of, sample_outputs
 
-        values = [outcome_of(info) for info in sample_infos(batch.reward_outputs, len(batch.tasks))]
+        values = [outcome_of(outs) for outs in sample_outputs(batch.reward_outputs, len(batch.tasks))]
         judged = {t["_domain"] for t, v in zip(batch.tasks, values) if v is not None}
         never = sorted({t["_domain"] for t in batch.tasks} - judged)
         if never and self.scheduler.schedule != "astor":
@@ -189,7 +189,7 @@ class MultiDomain(Domain):
         if never:  # not one sample of the task has an outcome: its reward has no component that judges it
             raise DensecodeError(
                 f"tasks.astor.potential_signal=outcome: task(s) {', '.join(never)} report no verifiable outcome "
-                "(no reward component gives info['outcome'], a tests 'pass_rate' or a simulator's 'successes'/'runs'); "
+                "(no reward component gives an outcome: ComponentOutput.outcome, e.g. the tests' pass rate); "
                 "enable that task's tests/sim component or set tasks.astor.potential_signal=reward")
         return values
 

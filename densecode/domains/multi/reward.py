@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from densecode.errors import DensecodeError
-from densecode.rewards.assembler import RewardBatch
+from densecode.rewards.assembler import RewardBatch, component_metrics
 from densecode.rewards.base import ComponentOutput
 
 # Info put on a sample's output of a component its task does not have (the trainer's stats skip these rows).
@@ -88,4 +88,7 @@ class MultiTaskReward:
         stats["reward/total/sum_mean"] = float(np.mean([t.sum() for t in total])) if total else 0.0
         stats["reward/total/token_mean"] = float(sum(t.sum() for t in total) / max(n_tok, 1))
         weights = {f"{t}/{k}": w for t, a in self.assemblers.items() for k, w in a.weights.items()}
-        return RewardBatch(total, components, raw, outputs, stats, weights, "dense")
+        # Each component's metrics over the whole batch (a sample of a task without it: an empty output).
+        judges = {name: c for a in reversed(list(self.assemblers.values())) for name, c in a.components.items()}
+        return RewardBatch(total, components, raw, outputs, stats, weights, "dense",
+                           component_metrics(judges, outputs))

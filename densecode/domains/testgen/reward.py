@@ -99,4 +99,4 @@ class TestgenComponent(RewardComponent):
                 # The task's verifiable outcome (GRPO's `sequence_reward: outcome`): the coverage its holding asserts
                 # reach, the domain's score.
                 "outcome": cov.total if cov else 0.0}
-        return ComponentOutput(values, records, info)
+        return ComponentOutput(values, records, info, outcome=info["outcome"])
