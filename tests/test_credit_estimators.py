@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from densecode.config import load_config
+from densecode.config import PPOConfig, load_config
 from densecode.errors import ConfigError
 from densecode.rl.credit import (
     CREDITS,
@@ -128,7 +128,8 @@ def test_ppo_and_grpo_take_the_estimators_from_config():
     cfg = load_config(None, ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.25",
                              "algo.ppo.samples_per_prompt=4"])
     algo = PPOAlgorithm.from_config(cfg.algo, cfg.generation)
-    assert algo.credit == "outcome+local" and algo.dense_scale == 0.25 and not algo.needs_value_head
+    assert algo.cfg is cfg.algo.ppo and algo.cfg.credit == "outcome+local" and algo.cfg.dense_scale == 0.25
+    assert not algo.needs_value_head
     from densecode.rl.grpo import GRPOAlgorithm
 
     g = load_config(None, ["algo.name=grpo", "algo.grpo.credit=outcome+dense"])
@@ -136,11 +137,11 @@ def test_ppo_and_grpo_take_the_estimators_from_config():
     with pytest.raises(ConfigError, match="algo.grpo.credit"):
         load_config(None, ["algo.name=grpo", "algo.grpo.credit=gae"])
     with pytest.raises(ValueError, match="value_warmup_steps needs credit: gae"):
-        PPOAlgorithm(credit="outcome", value_warmup_steps=2)
+        PPOAlgorithm(PPOConfig(credit="outcome", value_warmup_steps=2))
 
 
 def test_value_warmup_zeroes_the_policy_advantages_for_its_steps():
-    algo = PPOAlgorithm(credit="gae", value_warmup_steps=2)
+    algo = PPOAlgorithm(PPOConfig(credit="gae", value_warmup_steps=2))
     mask = torch.ones(2, 3)
     rewards = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]])
     for step, warm in ((0, True), (1, True), (2, False)):

@@ -450,8 +450,8 @@ def test_sequence_reward_mean_is_length_neutral():
 
 @pytest.mark.parametrize("name", ["robotics-grpo", "code-grpo"])
 def test_grpo_configs_build_microcoder(name):
-    from densecode.config import load_config
     from densecode.cli.train import build_algorithm
+    from densecode.config import load_config
 
     cfg = load_config(name)
     algo = build_algorithm(cfg)
@@ -495,3 +495,26 @@ def test_bad_grpo_settings_are_clear_cli_errors(capsys, tiny_model_dir, tmp_path
     assert rc == 2 and "must not decrease" in capsys.readouterr().err
     rc = main(common + ["--output-dir", str(tmp_path / "b"), "--set", "algo.grpo.group_size=1"])
     assert rc == 2 and "group_size must be >= 2" in capsys.readouterr().err
+
+
+def test_each_algorithm_holds_its_config_and_redeclares_none_of_it(capsys):
+    from dataclasses import fields
+
+    from densecode.cli import main
+    from densecode.config import PPOConfig, RFTConfig
+    from densecode.errors import ConfigError
+    from densecode.rl.grpo import GRPOAlgorithm
+    from densecode.rl.ppo import PPOAlgorithm
+    from densecode.rl.rft import RFTAlgorithm
+
+    for algo_cls, cfg_cls in ((GRPOAlgorithm, GRPOConfig), (PPOAlgorithm, PPOConfig), (RFTAlgorithm, RFTConfig)):
+        own = {f.name for f in fields(algo_cls)} - {"cfg"}
+        assert own.isdisjoint(f.name for f in fields(cfg_cls)), algo_cls.__name__
+    assert GRPOAlgorithm().cfg.repetition_window == 64  # one default, the shipped configs'
+    # A choice outside its Literal is a config error naming the key: from Python ...
+    with pytest.raises(ConfigError, match="'algo.grpo.truncation_masking' must be one of conditional, all, none"):
+        GRPOAlgorithm(GRPOConfig(truncation_masking="al"))
+    # ... and from the command line (exit 2, one line).
+    assert main(["config", "--set", "algo.grpo.credit=outcome+dens"]) == 2
+    err = capsys.readouterr().err
+    assert "algo.grpo.credit" in err and "must be one of outcome, outcome+dense, outcome+local" in err

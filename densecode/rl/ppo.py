@@ -12,10 +12,11 @@ ratio = π_θ(a_t|s_t) / π_old(a_t|s_t), clipfrac, approx_kl, explained varianc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from densecode.config import PPOConfig, check_choices
 from densecode.rl.protocols import Algorithm
 
 # ---------------------------------------------------------------- helpers
@@ -155,82 +156,55 @@ def explained_variance_by_fifth(values: torch.Tensor, returns: torch.Tensor, mas
 class PPOAlgorithm(Algorithm):
     """PPO with a value head: GAE advantages, clipped surrogate, clipped value loss.
 
-    Implements the trainer's `Algorithm` interface (densecode.rl.protocols).
+    Implements the trainer's `Algorithm` interface (densecode.rl.protocols); its settings are `algo.ppo` as they
+    are (`cfg`, densecode.config.PPOConfig: declared once).
     """
 
-    gamma: float = 1.0
-    lam: float = 0.95
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None
-    value_clip: float = 0.3
-    vf_coef: float = 1.0
-    ent_coef: float = 0.0
-    whiten_advantages: bool = True
-    temperature: float = 1.0
-    epochs: int = 4  # passes the trainer makes over each rollout batch
-    # gae: the critic's GAE over all token rewards | outcome: the verifiable outcome with a leave-one-out
-    # baseline on every token, no critic (densecode/rl/credit.py)
-    credit: str = "gae"
-    samples_per_prompt: int = 1  # responses per prompt (the outcome credit's baseline is the others' mean)
-    lam_critic: float | None = None  # λ of the critic's return targets (VC-PPO: 1.0); None = lam
-    negative_scale: float = 1.0  # outcome credit: weight of below-baseline responses' advantage
-    dense_scale: float = 0.5  # β of the outcome+dense / outcome+local token term
-    value_warmup_steps: int = 0  # gae: the first steps train the critic alone (the policy's advantages are 0)
+    cfg: PPOConfig = field(default_factory=PPOConfig)
+    temperature: float = 1.0  # generation.temperature
 
     name = "ppo"
 
     def __post_init__(self) -> None:
-        from densecode.rl.credit import CREDITS
-
-        if self.credit not in CREDITS:
-            raise ValueError(f"algo.ppo.credit must be one of {', '.join(CREDITS)}; got {self.credit!r}")
-        if self.samples_per_prompt < 1:
+        check_choices(self.cfg, "algo.ppo.")
+        if self.cfg.samples_per_prompt < 1:
             raise ValueError("algo.ppo.samples_per_prompt must be >= 1")
-        if self.value_warmup_steps and not self.needs_value_head:
+        if self.cfg.value_warmup_steps and not self.needs_value_head:
             raise ValueError(f"algo.ppo.value_warmup_steps needs credit: gae (a critic to warm up); "
-                             f"credit {self.credit!r} has none")
+                             f"credit {self.cfg.credit!r} has none")
 
+    # What the trainer reads of any algorithm (densecode.rl.protocols.Algorithm), from the config.
     @property
     def needs_value_head(self) -> bool:
-        return self.credit == "gae"
+        return self.cfg.credit == "gae"
+
+    @property
+    def samples_per_prompt(self) -> int:
+        return self.cfg.samples_per_prompt  # responses per prompt (the outcome credit's baseline is the others' mean)
+
+    @property
+    def epochs(self) -> int:
+        return self.cfg.epochs
 
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg) -> PPOAlgorithm:
         """From `algo` (its `ppo:` section) and `generation` (the sampling temperature)."""
-        ppo = algo_cfg.ppo
-        return cls(
-            gamma=ppo.gamma,
-            lam=ppo.lam,
-            clip_eps=ppo.clip_eps,
-            clip_eps_high=ppo.clip_eps_high,
-            value_clip=ppo.value_clip,
-            vf_coef=ppo.vf_coef,
-            ent_coef=ppo.ent_coef,
-            whiten_advantages=ppo.whiten_advantages,
-            temperature=gen_cfg.temperature,
-            epochs=ppo.epochs,
-            credit=ppo.credit,
-            samples_per_prompt=ppo.samples_per_prompt,
-            lam_critic=ppo.lam_critic,
-            negative_scale=ppo.negative_scale,
-            dense_scale=ppo.dense_scale,
-            value_warmup_steps=ppo.value_warmup_steps,
-        )
+        return cls(algo_cfg.ppo, temperature=gen_cfg.temperature)
 
     def sampling_temperature(self, step: int) -> float:
         return self.temperature
 
     def compute_advantages(self, batch) -> dict[str, float]:
         mask = batch.response_mask
-        if self.credit != "gae":
+        if self.cfg.credit != "gae":
             return self._outcome_advantages(batch)
-        advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam)
-        if self.lam_critic is not None and self.lam_critic != self.lam:
+        advantages, returns = compute_gae(batch.rewards, batch.values, mask, self.cfg.gamma, self.cfg.lam)
+        if self.cfg.lam_critic is not None and self.cfg.lam_critic != self.cfg.lam:
             # VC-PPO's decoupled GAE: the critic regresses on λ_critic returns, the policy uses λ's advantages.
-            returns = compute_gae(batch.rewards, batch.values, mask, self.gamma, self.lam_critic)[1]
+            returns = compute_gae(batch.rewards, batch.values, mask, self.cfg.gamma, self.cfg.lam_critic)[1]
         batch.returns = returns
         # Advantages are whitened, rewards are not (as in the reference implementation).
-        batch.advantages = whiten(advantages, mask) if self.whiten_advantages else advantages
+        batch.advantages = whiten(advantages, mask) if self.cfg.whiten_advantages else advantages
         stats = {
             "ppo/returns_mean": float(masked_mean(returns, mask)),
             "ppo/advantages_raw_mean": float(masked_mean(advantages, mask)),
@@ -240,10 +214,10 @@ class PPOAlgorithm(Algorithm):
         }
         for k, ev in enumerate(explained_variance_by_fifth(batch.values, returns, mask), start=1):
             stats[f"ppo/explained_variance_fifth{k}"] = ev
-        if batch.step < self.value_warmup_steps:
+        if batch.step < self.cfg.value_warmup_steps:
             # Value warm-up: the critic fits the returns first; zero advantages give the policy no gradient.
             batch.advantages = torch.zeros_like(batch.advantages)
-        stats["ppo/value_warmup"] = float(batch.step < self.value_warmup_steps)
+        stats["ppo/value_warmup"] = float(batch.step < self.cfg.value_warmup_steps)
         return stats
 
     def _outcome_advantages(self, batch) -> dict[str, float]:
@@ -258,12 +232,12 @@ class PPOAlgorithm(Algorithm):
         outcomes = sequence_rewards(batch, "outcome")
         kl = batch.components.get("kl")
         findings = None
-        if self.credit in FINDINGS_SPREAD:
+        if self.cfg.credit in FINDINGS_SPREAD:
             findings = findings_token_rewards(batch.reward_outputs, batch.size, mask.shape[1],
-                                              FINDINGS_SPREAD[self.credit])
+                                              FINDINGS_SPREAD[self.cfg.credit])
         advantages, st = outcome_advantages(outcomes, batch.prompt_index, mask, kl_rewards=kl,
-                                            whiten=self.whiten_advantages, negative_scale=self.negative_scale,
-                                            credit=self.credit, findings=findings, dense_scale=self.dense_scale)
+                                            whiten=self.cfg.whiten_advantages, negative_scale=self.cfg.negative_scale,
+                                            credit=self.cfg.credit, findings=findings, dense_scale=self.cfg.dense_scale)
         batch.advantages = advantages
         batch.returns = None
         stats = {f"ppo/{k}": v for k, v in st.items()}
@@ -275,10 +249,10 @@ class PPOAlgorithm(Algorithm):
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         mask = mb.response_mask
         pg_loss, pg_stats = clipped_policy_loss(
-            out.logprobs, mb.logprobs, mb.advantages, mask, self.clip_eps, self.clip_eps_high
+            out.logprobs, mb.logprobs, mb.advantages, mask, self.cfg.clip_eps, self.cfg.clip_eps_high
         )
         entropy = masked_mean(out.entropy, mask)
-        loss = pg_loss - self.ent_coef * entropy
+        loss = pg_loss - self.cfg.ent_coef * entropy
         stats = {
             "ppo/policy_loss": pg_loss.detach(),
             "ppo/entropy": entropy.detach(),
@@ -287,8 +261,8 @@ class PPOAlgorithm(Algorithm):
             "ppo/ratio": pg_stats["ratio"],
         }
         if self.needs_value_head:
-            v_loss, v_stats = clipped_value_loss(out.values, mb.values, mb.returns, mask, self.value_clip)
-            loss = loss + self.vf_coef * v_loss
+            v_loss, v_stats = clipped_value_loss(out.values, mb.values, mb.returns, mask, self.cfg.value_clip)
+            loss = loss + self.cfg.vf_coef * v_loss
             stats["ppo/value_loss"] = v_loss.detach()
             stats["ppo/vf_clipfrac"] = v_stats["vf_clipfrac"]
         return loss, stats

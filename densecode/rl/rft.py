@@ -13,10 +13,11 @@ optimiser's log-probs at the rollout's temperature), so at generation.temperatur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from densecode.config import RFTConfig
 from densecode.rl.protocols import Algorithm
 
 
@@ -33,15 +34,22 @@ def rft_loss(logprobs: torch.Tensor, keep: torch.Tensor, mask: torch.Tensor) -> 
 
 @dataclass
 class RFTAlgorithm(Algorithm):
-    """The trainer's `Algorithm` for RFT: advantages hold the keep mask (1 on a kept response's tokens)."""
+    """The trainer's `Algorithm` for RFT: advantages hold the keep mask (1 on a kept response's tokens). Its
+    settings are `algo.rft` as they are (`cfg`, densecode.config.RFTConfig)."""
 
-    samples_per_prompt: int = 4
-    min_outcome: float = 1.0
-    epochs: int = 1
-    temperature: float = 1.0
+    cfg: RFTConfig = field(default_factory=RFTConfig)
+    temperature: float = 1.0  # generation.temperature
 
     name = "rft"
     needs_value_head = False
+
+    @property
+    def samples_per_prompt(self) -> int:
+        return self.cfg.samples_per_prompt
+
+    @property
+    def epochs(self) -> int:
+        return self.cfg.epochs
 
     @classmethod
     def from_config(cls, algo_cfg, gen_cfg) -> RFTAlgorithm:
@@ -50,8 +58,7 @@ class RFTAlgorithm(Algorithm):
             from densecode.errors import DensecodeError
 
             raise DensecodeError("algo.rft.samples_per_prompt and algo.rft.epochs must be >= 1")
-        return cls(samples_per_prompt=r.samples_per_prompt, min_outcome=r.min_outcome, epochs=r.epochs,
-                   temperature=gen_cfg.temperature)
+        return cls(r, temperature=gen_cfg.temperature)
 
     def sampling_temperature(self, step: int) -> float:
         return self.temperature
@@ -63,7 +70,7 @@ class RFTAlgorithm(Algorithm):
 
         mask = batch.response_mask
         outcomes = sequence_rewards(batch, "outcome")
-        keep = keep_mask(outcomes, self.min_outcome)
+        keep = keep_mask(outcomes, self.cfg.min_outcome)
         batch.advantages = keep.to(mask.device)[:, None] * mask
         batch.returns = None
         all_pass, all_fail = no_signal_share(outcomes, batch.prompt_index.cpu())
