@@ -161,11 +161,9 @@ def load_model(args):
 
 
 def prompt_style(args, tokenizer) -> str:
-    if args.prompt_style != "auto":
-        if args.prompt_style == "chat" and not getattr(tokenizer, "chat_template", None):
-            raise DensecodeError(f"--prompt-style chat: the tokenizer of {args.model} has no chat template")
-        return args.prompt_style
-    return "chat" if getattr(tokenizer, "chat_template", None) else "completion"
+    from densecode.prompts import resolve_prompt_style
+
+    return resolve_prompt_style(args.prompt_style, tokenizer, what="--prompt-style", model=args.model)
 
 
 # A prompt must leave at least this many tokens of the model's context for the answer;
@@ -485,6 +483,8 @@ def domain_config(args):
         path = candidate if Path(candidate).is_file() else None
     if name is not None:
         overrides.insert(0, f"domain={name}")
+    if args.prompt_style in ("chat", "completion"):  # --prompt-style overrides tasks.prompt_style
+        overrides.append(f"tasks.prompt_style={args.prompt_style}")
     return load_config(path, overrides)
 
 
@@ -500,9 +500,16 @@ def evaluate_domain(args, out: dict) -> dict:
     domain.prepare()
     split = args.split if args.split in ("test", "validation", "train") else domain.options.eval_split
     n_tasks = args.tasks or args.limit or cfg.train.eval_tasks
+    # --canonical judges the reference answers, which are completion-style responses: its tasks stay unstyled.
     tasks = domain.tasks(split, n_tasks, args.task_seed)
+    model = tokenizer = None
+    if not args.canonical:
+        model, tokenizer, model_name = load_model(args)
+        domain.use_tokenizer(tokenizer, args.model)
+        tasks = domain.style_tasks(tasks)
     out["benchmark"] = domain.name
-    out["settings"].update(domain=domain.name, split=split, tasks=len(tasks), task_seed=args.task_seed)
+    out["settings"].update(domain=domain.name, split=split, tasks=len(tasks), task_seed=args.task_seed,
+                           prompt_style="canonical" if args.canonical else domain.prompt_style)
     if args.canonical:
         answers = [domain.canonical_response(t) for t in tasks]
         if any(a is None for a in answers):
@@ -511,9 +518,8 @@ def evaluate_domain(args, out: dict) -> dict:
         responses = [[a] for a in answers]
         out["model"] = "canonical answers"
     else:
-        model, tokenizer, model_name = load_model(args)
         out["model"] = model_name
-        stop = list(cfg.generation.stop or domain.stop)
+        stop = domain.stop_strings(cfg.generation.stop)
         samples, timing = sample(args, model, tokenizer, [t["prompt"] for t in tasks], stop)
         out["timing"].update(timing)
         responses = [[s.completion for s in ss] for ss in samples]
@@ -598,7 +604,8 @@ def evaluate(args) -> dict:
     start = time.perf_counter()
     if args.benchmark in ("mbpp", "mbppplus"):
         evaluate_code(args, out)
-    elif args.benchmark == "robotics" and args.domain is None and args.config is None:
+    elif args.benchmark == "robotics" and args.domain is None and args.config is None and args.prompt_style != "chat":
+        # The fixed completion-prompt suite (RoboEval's table); chat prompts go through the robotics domain below.
         evaluate_robotics(args, out)
     elif args.benchmark == "roboeval":
         evaluate_roboeval_benchmark(args, out)

@@ -12,6 +12,7 @@ def score_generations(rows: list[dict], model: str, config: str | None, override
     """Turn generate-output rows into rollout records by computing the rewards here."""
     from densecode.config import load_config
     from densecode.domains import build_domain, build_reward_fn
+    from densecode.prompts import STYLE_KEY, ends_in_generation_prompt
     from densecode.rewards import make_sample
 
     cfg = load_config(config, overrides)
@@ -25,18 +26,29 @@ def score_generations(rows: list[dict], model: str, config: str | None, override
         raise
     except Exception as exc:  # noqa: BLE001 - any loading failure is the user's model path
         raise DensecodeError(f"cannot load the tokenizer of --model {model!r}: {exc}") from None
+    domain = build_domain(cfg)
+    # A chat generation's reward regions are its answer's code. `densecode generate` sends prompts as given, so under
+    # tasks.prompt_style auto a row is chat when its task says so or its prompt ends in the template's generation
+    # prompt; chat / completion decide for every row.
+    style = cfg.tasks.prompt_style if cfg.tasks is not None else "auto"
+    domain.use_tokenizer(tokenizer, model)
     samples = []
     for number, row in enumerate(rows, 1):
         text = row.get("completion", row.get("response"))
         if not isinstance(row.get("prompt"), str) or not isinstance(text, str):
             raise DensecodeError(f"line {number}: expected 'prompt' and 'completion' (or 'response') strings")
         ids = row.get("token_ids") or tokenizer(text, add_special_tokens=False)["input_ids"]
-        samples.append(make_sample(row["prompt"], ids, tokenizer, row.get("task") or {},
+        task = dict(row.get("task") or {})
+        if style == "chat" or (style == "auto" and ends_in_generation_prompt(tokenizer, row["prompt"])):
+            task.setdefault(STYLE_KEY, "chat")
+        elif style == "completion":
+            task.pop(STYLE_KEY, None)
+        samples.append(make_sample(row["prompt"], ids, tokenizer, task,
                                    code_regions=cfg.reward.code_regions,
                                    truncated=row.get("finish_reason") == "length",
                                    grammar_verdicts=row.get("grammar_verdicts")))
     # The config's own domain scores them: its simulator, its lint builtins, its weights.
-    batch = build_reward_fn(cfg, build_domain(cfg))(samples)
+    batch = build_reward_fn(cfg, domain)(samples)
     return rollout_records(samples, batch)
 
 

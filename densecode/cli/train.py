@@ -145,6 +145,19 @@ def build_algorithm(cfg):
     raise DensecodeError(f"unknown algo {cfg.algo.name!r}: choose ppo, grpo or rft")
 
 
+def use_prompt_style(cfg, domain, tokenizer) -> str:
+    """Resolve tasks.prompt_style for the model's tokenizer (docs/prompts.md). Chat answers end at the model's
+    end-of-turn token, so completion stop strings ("\\n#", "\\n```", ...) are dropped from the run's
+    generation.stop (config.yaml then records what the rollouts used)."""
+    style = domain.use_tokenizer(tokenizer, cfg.model.name_or_path)
+    logger.info("prompts: %s style (tasks.prompt_style: %s)", style, cfg.tasks.prompt_style)
+    if style == "chat" and cfg.generation.stop:
+        logger.info("chat prompts: generation.stop %s not used (a chat turn ends at the end-of-turn token)",
+                    cfg.generation.stop)
+        cfg.generation.stop = []
+    return style
+
+
 def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None, reward_fn=None, task_source=None):
     import os
 
@@ -170,6 +183,8 @@ def build_trainer(cfg, run_dir: Path, *, progress: bool = True, accelerator=None
     task_source = task_source or domain
     lora = cfg.lora if cfg.lora.enabled else None
     model, tokenizer = load_model_and_tokenizer(cfg.model, lora, device=accelerator.device, for_training=True)
+    if domain is not None and task_source is domain:
+        use_prompt_style(cfg, domain, tokenizer)
     algo = build_algorithm(cfg)
     critic = None
     if algo.needs_value_head and cfg.model.value_model == "separate":

@@ -4,7 +4,8 @@ kind of task, in one registered object.
 A domain owns
 - its tasks: `tasks(split, n, seed) -> list[dict]`, deterministic, with disjoint train / validation / test splits;
   every task dict carries its `prompt` plus whatever its reward components read (`tests`, `reference`, ...);
-- its prompt format and stop strings (`stop`);
+- its prompt format and stop strings (`stop`), and its chat form (`chat_messages`): `tasks.prompt_style` picks
+  one (docs/prompts.md); `use_tokenizer` resolves it once the model's tokenizer is known;
 - its reward recipe: `default_weights` and `default_component_options` (merged under the config's `reward:`),
   extra reward components it defines (`components`: name -> "module:Class"), and the simulator backend the `sim`
   component calls (`simulator()`);
@@ -30,6 +31,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from densecode.errors import DensecodeError
+from densecode.prompts import (
+    PromptStyle,
+    as_chat_task,
+    chat_prompt,
+    fenced,
+    is_chat_task,
+    resolve_prompt_style,
+)
 from densecode.rl.protocols import TaskSource
 
 
@@ -47,6 +56,11 @@ class DomainOptions:
     # A second eval pass at this temperature (fixed seed, the generation top_p), logged as sampled_*: RL first
     # improves the sampling distribution, which greedy shows only once an argmax flips. null = no second pass.
     eval_sampled_temperature: float | None = None
+    # How tasks reach the model (docs/prompts.md): chat = the task as a user turn through the tokenizer's chat
+    # template (TRL's conversational format; the answer's code is its ```python block, else all of it);
+    # completion = the task's own text, which the response continues; auto = chat when the tokenizer has a chat
+    # template (densecode-tiny has none: completion).
+    prompt_style: PromptStyle = "auto"
 
 
 def draw_tasks(pool: list[dict], split: str, n: int, seed: int) -> list[dict]:
@@ -81,6 +95,9 @@ class Domain(TaskSource):
     stop: ClassVar[list[str]] = []
     # The eval metric the progress bar and summaries lead with.
     headline_metric: ClassVar[str] = "success_rate"
+    # The chat form's request, put above the task's own prompt (shown as a code block) in the user turn.
+    chat_instruction: ClassVar[str] = ("Complete the Python code below. Reply with the complete code in one "
+                                       "```python code block.")
 
     def __init__(self, options: Any = None, *, generation: Any = None, base_dir: str | Path | None = None,
                  name: str | None = None):
@@ -94,6 +111,56 @@ class Domain(TaskSource):
         self.base_dir = Path(base_dir) if base_dir is not None else None
         if name:
             self.name = name
+        self.tokenizer: Any = None
+        # Resolved by use_tokenizer; until then auto is completion (no tokenizer, no template).
+        self.prompt_style = "completion" if self.options.prompt_style == "auto" else self.options.prompt_style
+
+    # ------------------------------------------------------------------ prompts
+
+    def use_tokenizer(self, tokenizer: Any, model: str | None = None) -> str:
+        """Resolve `tasks.prompt_style` for the model's tokenizer (train, eval and explain call this once the
+        tokenizer is loaded, before the first task is drawn); returns "chat" or "completion"."""
+        style = resolve_prompt_style(self.options.prompt_style, tokenizer, model=model)
+        if style == "chat" and getattr(self.generation, "grammar", "off") == "constrain":
+            raise DensecodeError("generation.grammar: constrain needs completion prompts (a chat answer starts with "
+                                 "prose the Python grammar rejects): set tasks.prompt_style: completion or "
+                                 "generation.grammar: off")
+        self.tokenizer, self.prompt_style = tokenizer, style
+        self.__dict__.pop("_eval_cache", None)  # drawn under the earlier style
+        return style
+
+    def chat_request(self, task: dict) -> str:
+        """The user turn of one task: the domain's instruction, then its own prompt as a code block."""
+        return f"{self.chat_instruction}\n\n{fenced(task['prompt'])}"
+
+    def chat_messages(self, task: dict) -> list[dict]:
+        """The task as chat messages (TRL's conversational format): one user turn."""
+        return [{"role": "user", "content": self.chat_request(task)}]
+
+    def style_tasks(self, tasks: list[dict]) -> list[dict]:
+        """Tasks as the model sees them: in chat style `prompt` becomes the chat template's text (the domain's own
+        text stays in `completion_prompt`, and `prompt_style: chat` tells rewards and scoring)."""
+        if self.prompt_style != "chat":
+            return tasks
+        if self.tokenizer is None:
+            raise DensecodeError(f"domain {self.name!r}: tasks.prompt_style chat needs the model's tokenizer "
+                                 "(call domain.use_tokenizer(tokenizer) first)")
+        return [t if is_chat_task(t) else as_chat_task(t, chat_prompt(self.tokenizer, self.chat_messages(t)))
+                for t in tasks]
+
+    def stop_strings(self, configured: list[str] | None = None) -> list[str]:
+        """Where a response is cut: none for chat (the turn ends at the model's end-of-turn token; completion stops
+        such as "\\n#" or "\\n```" would cut the answer's code block), else `configured` or the domain's own."""
+        return [] if self.prompt_style == "chat" else list(configured or self.stop)
+
+    def response_program(self, task: dict, response: str) -> str:
+        """The program of a response: the prompt + response (completion), the answer's code (chat)."""
+        if not is_chat_task(task):
+            return task["prompt"] + response
+        from densecode.domains.code import text_sample
+        from densecode.rewards.sample import program_of
+
+        return program_of(text_sample(task["prompt"], response, task))[0]
 
     # ------------------------------------------------------------------ tasks
 
@@ -105,13 +172,13 @@ class Domain(TaskSource):
         raise NotImplementedError
 
     def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]:
-        tasks = self.tasks("train", n, seed + int(self.options.train_seed))
+        tasks = self.style_tasks(self.tasks("train", n, seed + int(self.options.train_seed)))
         return [t["prompt"] for t in tasks], tasks
 
     def eval_tasks(self, n: int) -> list[dict]:
         cache = self.__dict__.setdefault("_eval_cache", {})
         if n not in cache:
-            cache[n] = self.tasks(self.options.eval_split, n, int(self.options.eval_seed))
+            cache[n] = self.style_tasks(self.tasks(self.options.eval_split, n, int(self.options.eval_seed)))
         return cache[n]
 
     # ------------------------------------------------------------------ rewards
@@ -159,7 +226,7 @@ class Domain(TaskSource):
         max_new = self.options.eval_max_new_tokens or getattr(gen, "max_new_tokens", 128)
         gens = generate(model, tokenizer, prompts, n=1, max_new_tokens=max_new, temperature=temperature,
                         top_p=getattr(gen, "top_p", 1.0) if temperature > 0 else 1.0, top_k=0,
-                        grammar=getattr(gen, "grammar", "off"), stop=list(getattr(gen, "stop", None) or self.stop),
+                        grammar=getattr(gen, "grammar", "off"), stop=self.stop_strings(getattr(gen, "stop", None)),
                         batch_size=max(getattr(gen, "batch_size", 16), 16), seed=seed, progress=False,
                         grammar_options={"code_prefix": getattr(gen, "grammar_code_prefix", "auto")})
         return [g.completion for g in gens]

@@ -10,6 +10,7 @@ Reward recipe (the dense-reward paper's reference weights; docs/rewards.md): lin
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from densecode.domains.base import Domain, DomainOptions
 from densecode.domains.registry import register_domain
 from densecode.errors import DensecodeError
 from densecode.jsonl import numbered, read_jsonl
+from densecode.prompts import fenced
 
 FORMATS = ("auto", "mbpp", "prompt")
 
@@ -71,11 +73,27 @@ def _read_items(path: Path, fmt: str) -> tuple[list[tuple[str, dict]], list[dict
     return [code_task_from_row(r, where, fmt) for where, r in numbered(path, rows)], rows
 
 
+CODE_CHAT_INSTRUCTION = ("Complete the Python code below: write the whole function (or class) with the same name and "
+                         "parameters, doing what its docstring says. Reply with the code in one ```python code block.")
+
+
+def code_chat_request(task: dict) -> str:
+    """The chat user turn of a write-a-function task (code, codegen). A prompt that shows the signature is asked
+    for as it stands; an MBPP-style statement gets MBPP's chat request, which names the signature the tests call
+    (taken from the reference), since the tests fail with NameError under any other name."""
+    prompt, entry = task["prompt"], task.get("entry_point")
+    if entry and not re.search(rf"^\s*(async\s+def|def|class)\s+{re.escape(entry)}\b", prompt, flags=re.MULTILINE):
+        from densecode.eval.mbpp import chat_user_message
+
+        return chat_user_message(prompt, task.get("reference") or "", entry)
+    return f"{CODE_CHAT_INSTRUCTION}\n\n{fenced(prompt)}"
+
+
 def text_sample(prompt: str, response: str, task: dict, code_regions: str = "auto"):
     """A Sample of a response known only as text (one pseudo-token): what judging by text needs."""
-    from densecode.rewards.sample import Sample, find_code_regions
+    from densecode.rewards.sample import Sample, find_code_regions, region_mode_for
 
-    regions, mode = find_code_regions(prompt, response, code_regions)
+    regions, mode = find_code_regions(prompt, response, region_mode_for(task, code_regions))
     ids, spans = ([0], [(0, len(response))]) if response else ([], [])
     return Sample(prompt=prompt, response=response, token_ids=ids, token_spans=spans, code_regions=regions,
                   task={k: v for k, v in task.items() if k != "prompt"}, region_mode=mode)
@@ -90,6 +108,7 @@ class CodeDomain(Domain):
     stop: ClassVar[list[str]] = ["\nassert", "\n\"\"\"", "\nprint(", "\nif __name__", "\n```", "\n# Test", "\n<|"]
     headline_metric = "pass_rate"
     sampled_metric_names = ("pass_rate",)
+    chat_instruction = CODE_CHAT_INSTRUCTION
 
     def __init__(self, options: Any = None, **kwargs):
         super().__init__(options, **kwargs)
@@ -140,8 +159,11 @@ class CodeDomain(Domain):
         return [{**t, "prompt": p} for p, t in picks]
 
     def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]:
-        tasks = self.tasks("train", n, seed + int(self.options.train_seed))
+        tasks = self.style_tasks(self.tasks("train", n, seed + int(self.options.train_seed)))
         return [t.pop("prompt") for t in tasks], tasks
+
+    def chat_request(self, task: dict) -> str:
+        return code_chat_request(task)
 
     def canonical_response(self, task: dict) -> str | None:
         return task.get("reference")

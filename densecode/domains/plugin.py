@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from densecode.domains.base import Domain, DomainOptions
-from densecode.domains.robotics import STOP
+from densecode.domains.robotics import STOP, program_chat_instruction
 
 
 @dataclass
@@ -47,11 +47,16 @@ class PluginDomain(Domain):
         super().__init__(options, **kwargs)
         from densecode.simulators import PluginTasks
 
-        raw = {k: v for k, v in vars(self.options).items() if v is not None}
+        # The prompt style is the domain's (Domain.style_tasks), not the simulator's task source's.
+        raw = {k: v for k, v in vars(self.options).items() if v is not None and k != "prompt_style"}
         self._source = PluginTasks(self.generation, raw, self.base_dir)
 
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
         return self._source.tasks(split, n, seed)
+
+    @property
+    def chat_instruction(self) -> str:  # the config's API, as the program calls it
+        return program_chat_instruction({name: list(spec.get("params") or []) for name, spec in self.options.api.items()})
 
     def prepare(self) -> None:
         # Draw from both splits training uses, so that a generator returning the wrong thing fails before the
@@ -72,7 +77,7 @@ class PluginDomain(Domain):
         from densecode.simulators.backend import reason
         from densecode.simulators.runner import SEVERITY
 
-        programs = [t["prompt"] + r for t, r in zip(tasks, responses)]
+        programs = [self.response_program(t, r) for t, r in zip(tasks, responses)]
         records = []
         for t, runs in zip(tasks, self._source.backend.run(programs, tasks)):
             worst = min(runs, key=lambda r: SEVERITY[r.outcome])

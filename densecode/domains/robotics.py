@@ -2,6 +2,8 @@
 
 Prompt: `# Instruction: <instruction>\ndef task_program():\n`; the response is the function's indented body and the
 executable program is the prompt's code prefix + response (the embedded model is trained on exactly this format).
+Chat prompts (`tasks.prompt_style`) ask for the whole `task_program()` with the robot API listed; the program is then
+the answer's code block.
 Reward recipe (the dense-reward paper's reference weights; docs/rewards.md): lint 0.1, syntax 0.1, sim 0.8, kl 0.9, the robot API known to the linter.
 """
 
@@ -12,11 +14,20 @@ from typing import Any, ClassVar
 
 from densecode_robosim.tasks import STOP_STRINGS as STOP
 from densecode_robosim.world import API_NAMES as ROBOT_API
+from densecode_robosim.world import API_PARAMS
 
 from densecode.domains.base import Domain, DomainOptions
 from densecode.domains.registry import register_domain
 from densecode.errors import DensecodeError
 from densecode.simulators.runner import OUTCOMES
+
+
+def program_chat_instruction(api: dict[str, list[str] | tuple[str, ...]]) -> str:
+    """The chat request of a robot-program task: write all of `task_program()` with these API functions."""
+    calls = ", ".join(f"{name}({', '.join(params)})" for name, params in api.items())
+    return ("Write the Python function `task_program()` that carries out the instruction in the comment below. "
+            f"The robot is driven only through these functions, which are already defined: {calls}. "
+            "Reply with the complete function in one ```python code block.")
 
 
 @dataclass
@@ -46,6 +57,7 @@ class RoboticsDomain(Domain):
     default_weights: ClassVar[dict[str, float]] = {"lint": 0.1, "syntax": 0.1, "sim": 0.8, "kl": 0.9}
     stop = STOP
     sampled_metric_names = ("success_rate", "executability", "parse_rate")
+    chat_instruction = program_chat_instruction(API_PARAMS)
 
     def __init__(self, options: Any = None, **kwargs):
         super().__init__(options, **kwargs)
@@ -93,7 +105,7 @@ class RoboticsDomain(Domain):
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
         from densecode.simulators import evaluate
 
-        programs = [t["prompt"] + r for t, r in zip(tasks, responses)]
+        programs = [self.response_program(t, r) for t, r in zip(tasks, responses)]
         outcomes = evaluate(programs, tasks)
         return [{"task_id": o.task_id, "outcome": o.outcome, "score": float(o.outcome == "success"),
                  "error": o.error} for o in outcomes]

@@ -29,6 +29,7 @@ class CodeBlock:
     language: str  # lower-cased info string ("" when the fence had none)
     code: str
     closed: bool
+    start: int = 0  # where `code` starts in the text (its span is start, start + len(code))
 
 
 def code_blocks(text: str) -> list[CodeBlock]:
@@ -38,27 +39,43 @@ def code_blocks(text: str) -> list[CodeBlock]:
     i = 0
     while i < len(fences):
         opening = fences[i]
-        start = opening.end() + 1  # skip the newline after the fence line
+        start = min(opening.end() + 1, len(text))  # skip the newline after the fence line
         if i + 1 < len(fences):
             closing = fences[i + 1]
-            blocks.append(CodeBlock(opening.group(1).lower(), text[start:closing.start()].rstrip("\n"), True))
+            body = text[start:closing.start()].rstrip("\n")
+            blocks.append(CodeBlock(opening.group(1).lower(), body, True, start))
             i += 2
         else:
-            blocks.append(CodeBlock(opening.group(1).lower(), text[start:].rstrip("\n"), False))
+            blocks.append(CodeBlock(opening.group(1).lower(), text[start:].rstrip("\n"), False, start))
             i += 1
     return blocks
 
 
-def first_python_block(text: str) -> str | None:
+def first_python_code_block(text: str) -> CodeBlock | None:
     """The first block tagged python (or, failing that, the first untagged one); None without blocks."""
     blocks = code_blocks(text)
     for block in blocks:
         if block.language in _PYTHON_TAGS:
-            return block.code
+            return block
     for block in blocks:
         if block.language == "":
-            return block.code
+            return block
     return None
+
+
+def first_python_block(text: str) -> str | None:
+    """The code of `first_python_code_block`; None without blocks."""
+    block = first_python_code_block(text)
+    return block.code if block is not None else None
+
+
+def answer_code_span(text: str) -> tuple[int, int]:
+    """Where a chat answer's code lies in `text`: its first python block (as `extract_code` takes it), else all of
+    it. The reward regions of a chat response are this span, so they cover exactly the code eval judges."""
+    block = first_python_code_block(text)
+    if block is None:
+        return 0, len(text)
+    return block.start, block.start + len(block.code)
 
 
 def _parsable_prefix(code: str) -> ast.Module | None:

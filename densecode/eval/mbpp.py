@@ -355,8 +355,9 @@ def chat_messages(task: CodeTask, shots: list[Shot]) -> list[dict]:
 
 def chat_prompt(task: CodeTask, shots: list[Shot], tokenizer) -> str:
     """Chat-template prompt, pre-filled with an opened python block (EvalPlus's instruct setting)."""
-    text = tokenizer.apply_chat_template(chat_messages(task, shots), tokenize=False, add_generation_prompt=True)
-    return text + CHAT_RESPONSE_PREFIX
+    from densecode.prompts import chat_prompt as templated
+
+    return templated(tokenizer, chat_messages(task, shots)) + CHAT_RESPONSE_PREFIX
 
 
 def program_from_completion(task: CodeTask, completion: str, style: str) -> str:

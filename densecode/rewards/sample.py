@@ -21,6 +21,10 @@ Code regions (`code_regions`, character spans of the response):
   to its first closing fence; else fenced blocks if the response has fences; else
   completion mode when the prompt ends inside code or the response itself reads as
   code; else no code at all (all prose).
+- a chat task (`task["prompt_style"] == "chat"`, densecode/prompts.py) under `auto`:
+  the answer's code as eval extracts it (`densecode.eval.extract.answer_code_span`):
+  its first ```python block, else the whole response; resolved mode "fenced", so no
+  prompt text is prepended to the program.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import numpy as np
 
 from densecode.errors import DensecodeError
 
-CODE_REGION_MODES = ("auto", "completion", "fenced")
+CODE_REGION_MODES = ("auto", "completion", "fenced")  # reward.code_regions
+CHAT_REGIONS = "chat"  # what `auto` means for a chat task (region_mode_for)
 
 # A fence line: optional indent, ``` and an info string (python, py, py3, or nothing).
 _FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*$", re.MULTILINE)
@@ -283,8 +288,21 @@ def _reads_as_code(text: str) -> bool:
     return bool(text.strip()) and "\n" in text.strip()
 
 
+def region_mode_for(task: dict | None, mode: str) -> str:
+    """The region mode of one sample: `auto` on a chat task is "chat" (the answer's code, see the module docstring);
+    a mode set explicitly in `reward.code_regions` stays as set."""
+    from densecode.prompts import is_chat_task
+
+    return CHAT_REGIONS if mode == "auto" and is_chat_task(task) else mode
+
+
 def find_code_regions(prompt: str, response: str, mode: str = "auto") -> tuple[list[tuple[int, int]], str]:
-    """(code regions of `response`, resolved mode "completion" | "fenced")."""
+    """(code regions of `response`, resolved mode "completion" | "fenced"); mode "chat": a chat answer's code."""
+    if mode == CHAT_REGIONS:
+        from densecode.eval.extract import answer_code_span
+
+        start, end = answer_code_span(response)
+        return ([(start, end)] if end > start else []), "fenced"
     if mode not in CODE_REGION_MODES:
         raise DensecodeError(f"reward.code_regions must be one of {', '.join(CODE_REGION_MODES)}; got {mode!r}")
     if mode == "completion":
@@ -317,7 +335,7 @@ def make_sample(
     """Build a Sample: decode the ids, compute token spans, find the code regions."""
     ids = [int(t) for t in (response_token_ids.tolist() if hasattr(response_token_ids, "tolist") else response_token_ids)]
     response, spans = token_spans_for(tokenizer, ids)
-    regions, resolved = find_code_regions(prompt, response, code_regions)
+    regions, resolved = find_code_regions(prompt, response, region_mode_for(task, code_regions))
     return Sample(
         prompt=prompt,
         response=response,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from densecode.domains.base import Domain, DomainOptions, draw_tasks
+from densecode.domains.code import CODE_CHAT_INSTRUCTION, code_chat_request
 from densecode.domains.codegen.generator import (
     check_split,
     generate_tasks,
@@ -42,11 +43,14 @@ class CodegenOptions(DomainOptions):
 def score_with_tests(tasks: list[dict], responses: list[str], sandbox: Any = None) -> list[dict]:
     """One outcome record per response, judged by the tests component in the sandbox."""
     from densecode.domains.code import text_sample
+    from densecode.prompts import is_chat_task
     from densecode.rewards.unit_tests import TestsComponent
 
     # Completion mode: every codegen prompt (a signature + docstring, or MBPP's docstring) is code the response
     # continues; "auto" would guess from the response's first line and miss e.g. `lo, hi = 0, len(xs)`.
-    samples = [text_sample(t["prompt"], r, t, code_regions="completion") for t, r in zip(tasks, responses)]
+    # A chat answer is judged by its own code (its ```python block, else all of it).
+    samples = [text_sample(t["prompt"], r, t, code_regions="chat" if is_chat_task(t) else "completion")
+               for t, r in zip(tasks, responses)]
     records = []
     for task, out in zip(tasks, TestsComponent(sandbox=sandbox)(samples)):
         passed = float(out.outcome == 1.0)  # the typed verdict: the pass rate (None: no tests)
@@ -68,6 +72,7 @@ class CodegenDomain(Domain):
     stop = STOP
     headline_metric = "pass_rate"
     sampled_metric_names = ("pass_rate",)
+    chat_instruction = CODE_CHAT_INSTRUCTION
 
     def __init__(self, options: Any = None, **kwargs):
         super().__init__(options, **kwargs)
@@ -104,6 +109,9 @@ class CodegenDomain(Domain):
             return generate_tasks(split, n, seed, self.families, self.options.n_tests)
         pool = self._real_tasks()[split]
         return draw_tasks(pool, split, n, seed)
+
+    def chat_request(self, task: dict) -> str:
+        return code_chat_request(task)
 
     # ------------------------------------------------------------------ eval
 

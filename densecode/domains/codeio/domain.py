@@ -46,6 +46,10 @@ class CodeioDomain(Domain):
     stop = ["\n"]
     headline_metric = "accuracy"
     sampled_metric_names = ("accuracy", "prefix_fraction")
+    # The answer is the reply's first line (reward.py's answer_of), as in completion style: asked for bare.
+    chat_instruction = ("Reply with only the text that completes the last line below (a Python literal, or the "
+                        "call's arguments and its closing parenthesis, as the comment asks), on one line, without a "
+                        "code block or explanation.")
 
     def __init__(self, options: Any = None, **kwargs):
         super().__init__(options, **kwargs)

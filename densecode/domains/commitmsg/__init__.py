@@ -14,6 +14,7 @@ from typing import ClassVar
 from densecode.domains.base import DomainOptions
 from densecode.domains.generated import GeneratedOrFileDomain
 from densecode.domains.registry import register_domain
+from densecode.prompts import fenced
 
 OUTCOMES = ("success", "partial", "miss", "empty")
 
@@ -37,6 +38,11 @@ class CommitmsgDomain(GeneratedOrFileDomain):
     stop: ClassVar[list[str]] = ["\n", "<|"]
     headline_metric = "rouge_l"
     sampled_metric_names = ("success_rate", "rouge_l", "chrf")
+    # The message is the reply's first non-empty line (reward.py), as in completion style.
+    chat_instruction = "Write a one-line commit message for the change below. Reply with only the message."
+
+    def chat_request(self, task: dict) -> str:
+        return f"{self.chat_instruction}\n\n{fenced(task['diff'], 'diff')}"
 
     task_generator = "densecode.domains.commitmsg.generator:generate_tasks"
     task_loader = "densecode.domains.commitmsg.loader:load_tasks"

@@ -67,6 +67,8 @@ class MultiDomain(Domain):
 
         raw = dict(self.options.options.get(task) or {})
         cls = get_domain_class(task, raw, self.base_dir)
+        # A task's prompt style is the multi-task run's unless its own options set one.
+        raw.setdefault("prompt_style", self.options.prompt_style)
         sub_opts = cls.Options()
         try:
             apply_mapping(sub_opts, raw, "tasks.options", prefix=f"tasks.options.{task}.")
@@ -78,6 +80,18 @@ class MultiDomain(Domain):
         for d in self.domains.values():
             d.prepare()
 
+    # ------------------------------------------------------------------ prompts
+
+    def use_tokenizer(self, tokenizer: Any, model: str | None = None) -> str:
+        """Each task resolves its own prompt style; "chat" when any task is chat (for the stop strings)."""
+        styles = {d.use_tokenizer(tokenizer, model) for d in self.domains.values()}
+        self.tokenizer = tokenizer
+        self.prompt_style = "chat" if "chat" in styles else "completion"
+        return self.prompt_style
+
+    def style_tasks(self, tasks: list[dict]) -> list[dict]:
+        return tasks  # styled by each task's own domain (tasks(), train_batch)
+
     # ------------------------------------------------------------------ tasks
 
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
@@ -86,7 +100,7 @@ class MultiDomain(Domain):
         out = []
         for k, (name, d) in enumerate(self.domains.items()):
             m = n // K + (k < n % K)
-            out += [{**t, "_domain": name} for t in d.tasks(split, m, seed)]
+            out += [{**t, "_domain": name} for t in d.style_tasks(d.tasks(split, m, seed))]
         return out
 
     def _pool_item(self, task: str, slot: int) -> tuple[str, dict]:

@@ -43,16 +43,25 @@ class TestgenDomain(GeneratedOrFileDomain):
     stop: ClassVar[list[str]] = ["\n\n", "\ndef ", "\nclass ", "\n#", "\n```", "\nif __name__", "\n<|"]
     headline_metric = "coverage"
     sampled_metric_names = ("success_rate", "coverage", "mutation_score")
+    chat_instruction = ("Write assert statements that test the function below, as its comment asks: one "
+                        "`assert <call> == <expected value>` per line. Reply with only the asserts in one ```python "
+                        "code block.")
 
     task_generator = "densecode.domains.testgen.generator:generate_tasks"
     task_loader = "densecode.domains.testgen.loader:load_tasks"
     split_key_text = "a hash of each task"
 
     def score(self, tasks: list[dict], responses: list[str]) -> list[dict]:
+        from densecode.domains.code import text_sample
         from densecode.domains.testgen.judge import judge
+        from densecode.domains.testgen.reward import response_code
+        from densecode.prompts import is_chat_task
 
+        # A chat answer's asserts are its code (its ```python block, else all of it), as the reward reads them.
+        codes = [response_code(text_sample(t["prompt"], r, t))[0] if is_chat_task(t) else r
+                 for t, r in zip(tasks, responses)]
         records = []
-        for task, report in zip(tasks, judge(tasks, responses)):
+        for task, report in zip(tasks, judge(tasks, codes)):
             cov = report.coverage
             n_tests = report.n_holding + report.n_failing
             records.append({"task_id": task.get("task_id"), "outcome": report.outcome(task.get("target_coverage", 1.0)),
