@@ -125,7 +125,7 @@ PASSES = {"scores": False, "sampled_scores": True}  # result key -> from the sam
 def split_per_task_sets(args) -> None:
     """Resolve the user's per-task mappings (tasks.options.<task>, tasks.kl_beta.<task>, ...) once, so each run gets
     only its own tasks' entries (a specialist's config may not name the other tasks)."""
-    from densecode.config import load_config
+    from densecode.domains import load_config  # `tasks:` typed by the domain
 
     cfg = load_config(args.base_config, ["domain=multi", f"tasks.tasks=[{','.join(args.tasks)}]", *args.sets])
     args.per_task = {k: dict(getattr(cfg.tasks, k)) for k in PER_TASK}
@@ -287,7 +287,8 @@ def check_same_settings(run: Run, args, run_dir: Path) -> None:
     """A run folder made with other settings (another --batch-size, --set, model...) is not reused silently."""
     import yaml
 
-    from densecode.config import load_config, to_dict
+    from densecode.config import to_dict
+    from densecode.domains import load_config  # typed `tasks:`, as the run's config.yaml has them
 
     saved = run_dir / "config.yaml"
     if not saved.is_file():

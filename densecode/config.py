@@ -12,7 +12,6 @@ the dataclass here with a default and a comment saying why that default.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import importlib.resources
 import types
@@ -311,8 +310,9 @@ class DensecodeConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainingConfig = field(default_factory=TrainingConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    # The domain's options (its `Options` dataclass, e.g. densecode.domains.robotics.RoboticsOptions);
-    # typed once the domain is known, so unknown keys and wrong types are errors like everywhere else.
+    # The domain's options (its `Options` dataclass, e.g. densecode.domains.robotics.RoboticsOptions): read raw
+    # (TaskLayers) and typed by the domain (build_domain, densecode.domains.load_config), so unknown keys and
+    # wrong types are errors like everywhere else.
     tasks: Any = None
 
 
@@ -486,15 +486,37 @@ def _nest(key: str, value: Any) -> dict:
     return out
 
 
+@dataclass
+class TaskLayers:
+    """`tasks:` as read, kept raw: each layer's mapping and where it came from (a file, a `--set`), base first.
+
+    The config layer knows no domain; the domain's Options class types these layers (densecode.domains.resolve_tasks,
+    which build_domain calls), so an unknown key or a wrong type is still an error naming its file or `--set`.
+    """
+
+    layers: list[tuple[dict, str]] = field(default_factory=list)
+    current: Any = None  # the options a `base` config already had (typed, or None)
+
+    def merged(self) -> dict:
+        """The layers as one mapping (later layers win; nested mappings merge, as `--set tasks.x.y=...` does)."""
+        out = dataclasses.asdict(self.current) if dataclasses.is_dataclass(self.current) else {}
+        for data, _source in self.layers:
+            out = _merge(out, data)
+        return out
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: list[str] | None = None,
     base: DensecodeConfig | None = None,
 ) -> DensecodeConfig:
-    """Defaults ← YAML file (and its `base` chain) ← `--set` overrides."""
+    """Defaults ← YAML file (and its `base` chain) ← `--set` overrides.
+
+    `tasks:` stays raw (`TaskLayers`) until the domain types it: densecode.domains.load_config is this function
+    with `tasks:` typed, and build_domain types it in place."""
     cfg = base if base is not None else DensecodeConfig()
     # `tasks:` is typed by the domain's Options class, known only once every layer has set `domain`.
-    tasks_layers: list[tuple[Any, str]] = []
+    tasks = cfg.tasks if isinstance(cfg.tasks, TaskLayers) else TaskLayers(current=cfg.tasks)
     source_dir = None
     if path is not None:
         resolved = resolve_config_path(path)
@@ -502,52 +524,25 @@ def load_config(
         for data, source in _read_yaml(resolved):
             data = dict(data)
             if "tasks" in data:
-                tasks_layers.append((data.pop("tasks"), source))
+                tasks.layers.append((_tasks_mapping(data.pop("tasks"), source), source))
             _apply(cfg, data, source)
     for text in overrides or []:
         key, value = parse_override(text)
         nested = _nest(key, value)
         if "tasks" in nested:
-            tasks_layers.append((nested.pop("tasks"), f"--set {text}"))
+            tasks.layers.append((_tasks_mapping(nested.pop("tasks"), f"--set {text}"), f"--set {text}"))
         _apply(cfg, nested, f"--set {text}")
-    cfg.tasks = build_task_options(cfg.domain, tasks_layers, cfg.tasks, source_dir)
+    cfg.tasks = tasks
     # Where relative paths and modules named by the config resolve from (not a config field).
     cfg.source_dir = source_dir
     validate(cfg)
     return cfg
 
 
-def build_task_options(domain: str, layers: list[tuple[Any, str]], current: Any = None,
-                       source_dir: Path | None = None) -> Any:
-    """The domain's Options dataclass from the raw `tasks:` layers, base first.
-
-    A key set to null goes back to its default (or, if this domain has no such key, is dropped: a plug-in
-    config whose base is robotics.yaml writes `sim: null` to unset RoboSim's options).
-    """
-    from densecode.domains.registry import get_domain_class
-
-    merged: dict = {}
-    for data, source in layers:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: section 'tasks' must be a mapping, got {data!r}")
-        merged.update(data)
-    if dataclasses.is_dataclass(current) and not isinstance(current, type):
-        merged = {**dataclasses.asdict(current), **merged}
-    cls = get_domain_class(domain, merged, source_dir).Options
-    opts = current if isinstance(current, cls) else cls()
-    defaults = cls()
-    names = {f.name for f in dataclasses.fields(cls)}
-    # Keys this domain lacks that a layer unsets with null are dropped from every layer.
-    dropped = {k for data, _ in layers for k, v in data.items() if v is None and k not in names}
-    for data, source in layers:
-        for key, value in data.items():
-            if key in dropped:
-                continue
-            if value is None and key in names:
-                setattr(opts, key, copy.deepcopy(getattr(defaults, key)))
-            else:
-                _apply(opts, {key: value}, source, prefix="tasks.")
-    return opts
+def _tasks_mapping(data: Any, source: str) -> dict:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: section 'tasks' must be a mapping, got {data!r}")
+    return data
 
 
 def check_choices(obj: Any, prefix: str = "") -> None:
@@ -566,7 +561,10 @@ def validate(cfg: DensecodeConfig) -> None:
 
 
 def to_dict(cfg: DensecodeConfig) -> dict:
-    return dataclasses.asdict(cfg)
+    out = dataclasses.asdict(cfg)
+    if isinstance(cfg.tasks, TaskLayers):  # not typed by a domain yet: what the layers set (loads back the same)
+        out["tasks"] = cfg.tasks.merged()
+    return out
 
 
 def dump_yaml(cfg: DensecodeConfig) -> str:

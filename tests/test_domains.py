@@ -12,13 +12,13 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from densecode.config import load_config
 from densecode.domains import (
     Domain,
     DomainOptions,
     build_domain,
     build_reward_fn,
     get_domain_class,
+    load_config,  # densecode.config's, with `tasks:` typed by the domain
     register_domain,
 )
 from densecode.errors import ConfigError, DensecodeError
@@ -164,9 +164,13 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path, top_level_only: bool, modules: set[str] = frozenset()) -> set[str]:
     """Imported module names. `from pkg import submodule` depends on the submodule only (Python imports it even
-    while `pkg` is half initialised); `from mod import name` depends on `mod`."""
+    while `pkg` is half initialised); `from mod import name` depends on `mod`. Not top-level only: every import,
+    in functions too, except under `if TYPE_CHECKING:` (never run)."""
     tree = ast.parse(path.read_text(), str(path))
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    typing_only = {id(n) for block in ast.walk(tree)
+                   if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING")
+                   for stmt in block.body for n in ast.walk(stmt)}
+    nodes = tree.body if top_level_only else [n for n in ast.walk(tree) if id(n) not in typing_only]
     out = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -195,10 +199,10 @@ def test_rl_imports_no_domain_eval_or_cli():
     assert {k: v for k, v in bad.items() if v} == {}
 
 
-def test_no_import_cycles_between_modules():
-    """Module-level imports only (what runs at import time); a cycle there breaks depending on import order."""
-    modules = _sources("densecode", "sim")
-    graph = {name: {i for i in _imports(path, True, set(modules)) if i in modules and i != name}
+def _cycles(modules: dict[str, Path]) -> list[list[str]]:
+    """Import cycles among `modules`, reading every import (a function-level one runs on first call, and a
+    cycle there breaks or not depending on which module a process imports first)."""
+    graph = {name: {i for i in _imports(path, False, set(modules)) if i in modules and i != name}
              for name, path in modules.items()}
     seen: dict[str, int] = {}
     cycles = []
@@ -219,8 +223,20 @@ def test_no_import_cycles_between_modules():
             visit(name, [])
     # A package's __init__ importing its own submodules is how packages export; a submodule importing the
     # package back is the cycle that matters. Report every cycle that is not just "package -> its child".
-    real = [c for c in cycles if not all(b.startswith(a + ".") or a.startswith(b + ".") for a, b in zip(c, c[1:]))]
-    assert real == []
+    return [c for c in cycles if not all(b.startswith(a + ".") or a.startswith(b + ".") for a, b in zip(c, c[1:]))]
+
+
+def test_no_import_cycles_between_modules():
+    assert _cycles(_sources("densecode", "sim")) == []
+
+
+def test_the_cycle_check_reads_function_level_imports(tmp_path):
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text("def f():\n    from b import g\n    return g\n")
+    b.write_text("import a\n")
+    c.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\n")
+    assert _cycles({"a": a, "b": b}) == [["a", "b", "a"]]
+    assert _cycles({"a": a, "c": c}) == []  # a type-checking import never runs
 
 
 # --------------------------------------------------------------------------- densecode eval on any domain

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from densecode.config import load_config
+from densecode.domains import load_config  # `tasks:` typed by the domain
 from densecode.errors import DensecodeError
 from densecode.rewards.base import SimulatorBackend
 from densecode.simulators import ApiBinding, GymProgramBackend, PluginTasks, is_plugin

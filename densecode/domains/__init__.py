@@ -15,18 +15,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from densecode.config import TaskLayers
 from densecode.domains.base import Domain, DomainOptions, options_from_mapping
 from densecode.domains.registry import (
     ENTRY_POINT_GROUP,
     get_domain_class,
     known_domains,
     register_domain,
+    task_options,
 )
 
 
+def resolve_tasks(cfg: Any) -> Any:
+    """`cfg.tasks` typed by the domain's Options class (the config layer reads `tasks:` raw: densecode.config's
+    TaskLayers); set in place and returned. Unknown keys and wrong types are ConfigErrors naming their source."""
+    if isinstance(cfg.tasks, TaskLayers):
+        cfg.tasks = task_options(cfg.domain, cfg.tasks.layers, cfg.tasks.current, getattr(cfg, "source_dir", None))
+    return cfg.tasks
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: Any = None) -> Any:
+    """densecode.config.load_config with `tasks:` typed by the config's domain (what `densecode config` prints)."""
+    from densecode.config import load_config as read_config
+
+    cfg = read_config(path, overrides, base)
+    resolve_tasks(cfg)
+    return cfg
+
+
 def build_domain(cfg: Any, base_dir: str | Path | None = None) -> Domain:
-    """The config's domain object, with its typed options (`cfg.tasks`)."""
+    """The config's domain object, with its typed options (`cfg.tasks`, typed here if still raw)."""
     base_dir = base_dir if base_dir is not None else getattr(cfg, "source_dir", None)
+    resolve_tasks(cfg)
     raw = cfg.tasks if isinstance(cfg.tasks, dict) else (vars(cfg.tasks) if cfg.tasks is not None else {})
     cls = get_domain_class(cfg.domain, raw, base_dir)
     return cls(cfg.tasks, generation=cfg.generation, base_dir=base_dir, name=cfg.domain)
@@ -54,5 +74,5 @@ def build_reward_fn(cfg: Any, domain: Domain, *, components: dict | None = None,
 
 __all__ = [
     "ENTRY_POINT_GROUP", "Domain", "DomainOptions", "build_domain", "build_reward_fn", "get_domain_class",
-    "known_domains", "options_from_mapping", "register_domain", "reward_weights",
+    "known_domains", "load_config", "options_from_mapping", "register_domain", "resolve_tasks", "reward_weights",
 ]

@@ -157,8 +157,7 @@ class Domain(TaskSource):
         """The program of a response: the prompt + response (completion), the answer's code (chat)."""
         if not is_chat_task(task):
             return task["prompt"] + response
-        from densecode.domains.code import text_sample
-        from densecode.rewards.sample import program_of
+        from densecode.rewards.sample import program_of, text_sample
 
         return program_of(text_sample(task["prompt"], response, task))[0]
 

@@ -21,6 +21,9 @@ from densecode.errors import DensecodeError
 from densecode.jsonl import numbered, read_jsonl
 from densecode.prompts import fenced
 
+# text_sample lives with Sample (densecode.rewards.sample); imported from here too.
+from densecode.rewards.sample import text_sample
+
 FORMATS = ("auto", "mbpp", "prompt")
 
 
@@ -87,16 +90,6 @@ def code_chat_request(task: dict) -> str:
 
         return chat_user_message(prompt, task.get("reference") or "", entry)
     return f"{CODE_CHAT_INSTRUCTION}\n\n{fenced(prompt)}"
-
-
-def text_sample(prompt: str, response: str, task: dict, code_regions: str = "auto"):
-    """A Sample of a response known only as text (one pseudo-token): what judging by text needs."""
-    from densecode.rewards.sample import Sample, find_code_regions, region_mode_for
-
-    regions, mode = find_code_regions(prompt, response, region_mode_for(task, code_regions))
-    ids, spans = ([0], [(0, len(response))]) if response else ([], [])
-    return Sample(prompt=prompt, response=response, token_ids=ids, token_spans=spans, code_regions=regions,
-                  task={k: v for k, v in task.items() if k != "prompt"}, region_mode=mode)
 
 
 @register_domain

@@ -10,10 +10,13 @@ Lookup order for `domain: NAME`:
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from densecode.errors import DensecodeError
 
@@ -103,3 +106,34 @@ def get_domain_class(name: str, tasks: dict | None = None, base_dir: str | Path 
     raise DensecodeError(f"unknown domain {name!r}: choose one of {', '.join(known_domains())} (--domain), give "
                          "'package.module:Class' of a Domain subclass, or name a gymnasium simulator under "
                          "tasks.simulator (see configs/warehouse.yaml)")
+
+
+def task_options(domain: str, layers: list[tuple[dict, str]], current: Any = None,
+                 source_dir: Path | None = None) -> Any:
+    """The domain's Options dataclass from the raw `tasks:` layers (densecode.config.TaskLayers), base first.
+
+    A key set to null goes back to its default (or, if this domain has no such key, is dropped: a plug-in
+    config whose base is robotics.yaml writes `sim: null` to unset RoboSim's options).
+    """
+    from densecode.config import apply_mapping
+
+    merged: dict = {}
+    for data, _source in layers:
+        merged.update(data)
+    if dataclasses.is_dataclass(current) and not isinstance(current, type):
+        merged = {**dataclasses.asdict(current), **merged}
+    cls = get_domain_class(domain, merged, source_dir).Options
+    opts = current if isinstance(current, cls) else cls()
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    # Keys this domain lacks that a layer unsets with null are dropped from every layer.
+    dropped = {k for data, _ in layers for k, v in data.items() if v is None and k not in names}
+    for data, source in layers:
+        for key, value in data.items():
+            if key in dropped:
+                continue
+            if value is None and key in names:
+                setattr(opts, key, copy.deepcopy(getattr(defaults, key)))
+            else:
+                apply_mapping(opts, {key: value}, source, prefix="tasks.")
+    return opts

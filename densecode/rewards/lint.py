@@ -40,22 +40,15 @@ from densecode.rewards.base import (
     diag,
     spread_over,
 )
-from densecode.rewards.lint_rules import category_of
+from densecode.rewards.lint_rules import (  # lint_rules owns the Ruff lookup
+    category_of,
+    ruff_binary,
+)
 from densecode.rewards.sample import ProgramMap, Sample, program_of
 
 DEFAULT_SELECT = ["E", "F", "W", "I", "UP", "B", "S", "ANN", "C", "N", "PL", "PT", "TID"]
 DEFAULT_IGNORE = ["E501", "D100", "D101", "D102", "D103"]
 DEFAULT_CATEGORY_WEIGHTS = {"compilable": 1.0, "runnable": 1.0, "safety": 1.0, "style": 1.0}
-
-
-@lru_cache(maxsize=1)
-def ruff_binary() -> str:
-    try:
-        from ruff.__main__ import find_ruff_bin
-
-        return os.fsdecode(find_ruff_bin())
-    except Exception as exc:  # noqa: BLE001 - any failure means no usable ruff
-        raise DensecodeError(f"the lint reward needs Ruff: install it with `pip install ruff==0.17.6` ({exc})") from None
 
 
 @lru_cache(maxsize=1)

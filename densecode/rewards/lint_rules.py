@@ -28,9 +28,12 @@ A rule outside this table (a custom `select`) falls back to Ruff's own category
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import lru_cache
+
+from densecode.errors import DensecodeError
 
 CATEGORIES = ("compilable", "runnable", "safety", "style")
 
@@ -81,10 +84,19 @@ _RUFF_CATEGORY = {"correctness": "runnable", "security": "safety"}
 
 
 @lru_cache(maxsize=1)
+def ruff_binary() -> str:
+    """The Ruff executable (the lint reward runs it; `ruff_rules` asks it for its rule table)."""
+    try:
+        from ruff.__main__ import find_ruff_bin
+
+        return os.fsdecode(find_ruff_bin())
+    except Exception as exc:  # noqa: BLE001 - any failure means no usable ruff
+        raise DensecodeError(f"the lint reward needs Ruff: install it with `pip install ruff==0.17.6` ({exc})") from None
+
+
+@lru_cache(maxsize=1)
 def ruff_rules() -> dict[str, dict]:
     """Ruff's description of every rule it knows (`ruff rule --all`), by code."""
-    from densecode.rewards.lint import ruff_binary
-
     out = subprocess.run([ruff_binary(), "rule", "--all", "--output-format", "json"], capture_output=True,
                          text=True, check=True, timeout=60)
     return {r["code"]: r for r in json.loads(out.stdout)}

@@ -485,3 +485,11 @@ def program_of(sample: Sample) -> tuple[str, ProgramMap]:
             pos += 1
     text = "".join(text_parts)
     return text, ProgramMap(text, segments)
+
+
+def text_sample(prompt: str, response: str, task: dict, code_regions: str = "auto") -> Sample:
+    """A Sample of a response known only as text (one pseudo-token): what judging by text needs."""
+    regions, mode = find_code_regions(prompt, response, region_mode_for(task, code_regions))
+    ids, spans = ([0], [(0, len(response))]) if response else ([], [])
+    return Sample(prompt=prompt, response=response, token_ids=ids, token_spans=spans, code_regions=regions,
+                  task={k: v for k, v in task.items() if k != "prompt"}, region_mode=mode)
