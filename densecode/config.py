@@ -58,8 +58,10 @@ class ModelConfig:
     # Train with the token embeddings and the LM head frozen (the transformer blocks learn; with LoRA the
     # adapters already leave them alone).
     freeze_embeddings: bool = False
-    # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy.
-    value_model: ValueModel = "shared"
+    # Value model: "shared" = scalar head on the policy's last hidden state; "separate" = own critic copy. The
+    # default is what `densecode train` gives: every shipped config says separate, because through a shared backbone
+    # the value loss flows back into the policy and destabilised the tiny one (configs/robotics.yaml).
+    value_model: ValueModel = "separate"
 
 
 @dataclass
@@ -80,7 +82,9 @@ class GenerationConfig:
     temperature: float = 1.0  # rollout sampling temperature (PPO; GRPO's schedule is algo.grpo.temperature_schedule)
     top_p: float = 0.95  # nucleus sampling (reference 0.95); 1.0 = off
     top_k: int = 0  # 0 = off
-    grammar: GrammarMode = "off"  # off | check | constrain (SynCode logits processor)
+    # The SynCode Python grammar (docs/grammar.md): check = record each token's verdict, constrain = sample only
+    # the tokens it accepts.
+    grammar: GrammarMode = "off"
     # Code the grammar sees before the completion: auto (the prompt if it parses as Python,
     # else after its last ``` fence, else nothing) | prompt | none.
     grammar_code_prefix: CodePrefix = "auto"
@@ -91,8 +95,10 @@ class GenerationConfig:
 
 @dataclass
 class RewardConfig:
-    mode: RewardMode = "dense"  # dense | sparse (same components summed onto the last token)
-    code_regions: CodeRegions = "auto"  # auto | completion | fenced
+    mode: RewardMode = "dense"  # sparse = the same components summed onto the last token
+    # Where a response's code is (densecode/rewards/sample.py): completion = it continues the prompt's code; fenced =
+    # its ``` blocks; auto = told from the prompt and the response.
+    code_regions: CodeRegions = "auto"
     # Merged over the domain's default weights (the reference weights: code lint/syntax/dfg 0.1,
     # tests 0.7, kl 0.1; robotics lint/syntax 0.1, sim 0.8, kl 0.9); a weight of 0 switches a
     # component off. `missing_eos: W` puts -W on the last token of a response cut by the length limit.
@@ -147,7 +153,7 @@ class TemperatureScheduleConfig:
     stages: list[float] = field(default_factory=lambda: [0.6, 1.2])  # never ramps: always one of these
     # Step at which each later stage starts (one fewer than stages; ignored for one stage = a fixed temperature).
     switch_steps: list[int] = field(default_factory=lambda: [140])  # paper: ~step 140
-    metric: DiversityMetric = "distinct_4"  # distinct_4 | edit_distance (densecode/rl/diversity.py)
+    metric: DiversityMetric = "distinct_4"  # the diversity measure (densecode/rl/diversity.py)
     window: int = 8  # steps of diversity history behind level and trend
     floor: float = 0.25  # level below this (collapsed onto few outputs) -> next stage at once
     min_slope: float = 0.0  # "falling" = trend below -min_slope per step ...
@@ -214,7 +220,7 @@ class RFTConfig:
 
 @dataclass
 class AlgoConfig:
-    name: AlgoName = "ppo"  # ppo | grpo | rft: which of the sections below is used
+    name: AlgoName = "ppo"  # which of the sections below is used
     # The update loop, shared: each epoch/iteration splits the batch into minibatches (one optimizer step each).
     num_minibatches: int = 1
     grad_accum_steps: int = 1  # micro-batches per minibatch (gradients accumulated: same result, less memory)
@@ -277,7 +283,7 @@ class TrainingConfig:
     log_every: int = 1  # a metrics.jsonl / TensorBoard row every N steps
     # Every N steps the batch's samples and per-token rewards go to rollouts.jsonl (`densecode explain`); 0 = never.
     rollouts_every: int = 10
-    mixed_precision: MixedPrecision = "no"  # no | bf16 | fp16 (accelerate)
+    mixed_precision: MixedPrecision = "no"  # accelerate's
     num_threads: int = 0  # torch CPU threads; 0 = leave torch's default
     # Score the frozen reference every step to log KL(π ‖ π_ref) (objective/kl) even when no reward or loss term
     # uses it: drift is the first thing to look at when a run does not learn. One no-grad forward pass per step.

@@ -39,14 +39,16 @@ import inspect
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from typing import get_args
 
 import torch
 
+from densecode.config import GrammarMode
 from densecode.errors import DensecodeError
 
 logger = logging.getLogger(__name__)
 
-GRAMMAR_MODES = ("off", "check", "constrain")
+GRAMMAR_MODES = get_args(GrammarMode)  # generation.grammar
 
 
 @dataclass

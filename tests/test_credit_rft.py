@@ -116,7 +116,8 @@ class OutcomeReward:
 
 def _cfg(model_dir, tmp_path, *extra):
     return load_config(None, [
-        f"model.name_or_path={model_dir}", "reward.weights={task: 1.0, kl: 0.0}", "reward.code_regions=completion",
+        f"model.name_or_path={model_dir}", "model.value_model=shared", "reward.weights={task: 1.0, kl: 0.0}",
+        "reward.code_regions=completion",
         "generation.max_new_tokens=6", "generation.top_p=1.0", "generation.batch_size=32", "train.batch_size=8",
         "train.lr=3e-3", "algo.num_minibatches=2", "train.eval_every=0", "train.save_every=0",
         f"train.output_dir={tmp_path}", *extra,

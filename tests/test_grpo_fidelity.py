@@ -356,7 +356,8 @@ def test_trainer_feeds_the_controller_the_reward_kl(tiny_model_dir, tmp_path):
         seen.append(outs)
         return RewardBatch([0.1 * o.values for o in outs], {}, {}, {"kl": outs}, {}, weights={"kl": 0.1})
 
-    cfg = load_config(None, ["algo.ppo.adaptive_kl=true", "algo.ppo.target_kl=0.5", "algo.ppo.kl_horizon=4",
+    cfg = load_config(None, ["model.value_model=shared", "algo.ppo.adaptive_kl=true", "algo.ppo.target_kl=0.5",
+                             "algo.ppo.kl_horizon=4",
                              "train.batch_size=2", "generation.max_new_tokens=6", "algo.ppo.epochs=2",
                              "train.lr=1e-2", "reward.weights.kl=0.1", "domain=code"])
     trainer = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn,

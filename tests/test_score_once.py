@@ -51,8 +51,8 @@ class _Reward:
 
 def _trainer(model_dir, tmp_path, score_pass: bool, *extra, task=None):
     cfg = load_config(None, [
-        f"model.name_or_path={model_dir}", "reward.weights={target: 1.0, kl: 0.05}", "reward.code_regions=completion",
-        "generation.max_new_tokens=8", "generation.top_p=0.95", "generation.batch_size=8", "train.batch_size=8",
+        f"model.name_or_path={model_dir}", "model.value_model=shared", "reward.weights={target: 1.0, kl: 0.05}",
+        "reward.code_regions=completion", "generation.max_new_tokens=8", "generation.top_p=0.95", "generation.batch_size=8", "train.batch_size=8",
         "train.lr=3e-3", "algo.ppo.epochs=2", "algo.num_minibatches=2", "train.eval_every=0", "train.save_every=0",
         f"train.output_dir={tmp_path}", f"algo.score_pass={str(score_pass).lower()}", *extra,
     ])

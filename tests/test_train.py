@@ -57,7 +57,9 @@ class TargetReward:
 
 def make_cfg(model_dir, tmp_path, *extra):
     return load_config(None, [
-        f"model.name_or_path={model_dir}", "reward.weights={target: 1.0, kl: 0.05}", "reward.code_regions=completion",
+        # One model (a shared value head): a test trainer needs no critic copy.
+        f"model.name_or_path={model_dir}", "model.value_model=shared", "reward.weights={target: 1.0, kl: 0.05}",
+        "reward.code_regions=completion",
         "generation.max_new_tokens=6", "generation.top_p=1.0", "generation.batch_size=16", "train.batch_size=16",
         "train.lr=3e-3", "algo.ppo.epochs=2", "algo.num_minibatches=2", "train.eval_every=0", "train.save_every=0",
         f"train.output_dir={tmp_path}", *extra,

@@ -220,14 +220,15 @@ class Domain(TaskSource):
     def generate(self, model, tokenizer, prompts: list[str], *, temperature: float, seed: int) -> list[str]:
         """Eval decoding: one completion per prompt with the config's generation settings."""
         from densecode.generation import generate
+        from densecode.rl.settings import SamplingParams
 
-        gen = self.generation
-        max_new = self.options.eval_max_new_tokens or getattr(gen, "max_new_tokens", 128)
+        gen = SamplingParams.from_config(self.generation)  # the config's generation settings, typed, one set of defaults
+        max_new = self.options.eval_max_new_tokens or gen.max_new_tokens
         gens = generate(model, tokenizer, prompts, n=1, max_new_tokens=max_new, temperature=temperature,
-                        top_p=getattr(gen, "top_p", 1.0) if temperature > 0 else 1.0, top_k=0,
-                        grammar=getattr(gen, "grammar", "off"), stop=self.stop_strings(getattr(gen, "stop", None)),
-                        batch_size=max(getattr(gen, "batch_size", 16), 16), seed=seed, progress=False,
-                        grammar_options={"code_prefix": getattr(gen, "grammar_code_prefix", "auto")})
+                        top_p=gen.top_p if temperature > 0 else 1.0, top_k=0,
+                        grammar=gen.grammar, stop=self.stop_strings(list(gen.stop)),
+                        batch_size=max(gen.batch_size, 16), seed=seed, progress=False,
+                        grammar_options={"code_prefix": gen.grammar_code_prefix})
         return [g.completion for g in gens]
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:

@@ -193,7 +193,7 @@ def _from_sampling(responses: list[Response], R: int) -> bool:
 
 
 def score_batch(policy_value, reference, batch: RolloutBatch, chunk_size: int = 16, with_values: bool = True,
-                score_pass: bool = True) -> dict[str, float]:
+                score_pass: bool = False) -> dict[str, float]:
     """Fill batch.logprobs, .values and .ref_logprobs (no grad).
 
     score_pass=True: log pi_old and V from a forward pass of the policy over the

@@ -22,7 +22,12 @@ class SamplingParams:
     batch_size: int  # rows per generate() call (memory vs speed; results do not depend on it)
 
     @classmethod
-    def from_config(cls, gen) -> SamplingParams:
+    def from_config(cls, gen=None) -> SamplingParams:
+        """From `generation:` (None: its defaults, e.g. a domain built without a config: no second set of defaults)."""
+        if gen is None:
+            from densecode.config import GenerationConfig
+
+            gen = GenerationConfig()
         return cls(max_new_tokens=int(gen.max_new_tokens), top_p=float(gen.top_p), top_k=int(gen.top_k),
                    grammar=str(gen.grammar), grammar_code_prefix=str(gen.grammar_code_prefix),
                    stop=tuple(gen.stop), batch_size=int(gen.batch_size))

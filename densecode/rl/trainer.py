@@ -1,7 +1,7 @@
 """The shared training loop: rollout → rewards → advantages → update → log (CleanRL's ppo.py, for token MDPs).
 
     for step in range(steps):
-        prompts, tasks = task_source.train_batch(step)                 # per process
+        prompts, tasks = task_source.train_batch(n, seed_for(step))    # per process, deterministic in the step
         responses      = sample(policy, prompts, sampling, T=algo.sampling_temperature(step))
         batch          = build_batch(...); score_batch(...)            # logπ_old, logπ_ref, V (no grad)
         rewards        = reward_fn([make_sample(...)])                 # per-token totals incl. −β·KL

@@ -28,7 +28,7 @@ from densecode.simulators.gym_plugin import GymProgramBackend
 
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
                "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
-               "eval_temperature", "eval_max_new_tokens", "eval_sampled_temperature"}
+               "eval_temperature", "eval_max_new_tokens", "eval_sampled_temperature", "prompt_style"}
 
 
 def check_keys(opts: dict) -> None:
@@ -167,14 +167,16 @@ class PluginTasks:
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
         from densecode.generation import generate
+        from densecode.rl.settings import SamplingParams
 
         tasks = self.tasks(self.eval_split, n, self.eval_seed)
         prompts = [t["prompt"] for t in tasks]
+        gen = SamplingParams.from_config(self.gen_cfg)  # the config's generation settings, typed
+
         def run(temperature: float, sample_seed: int) -> dict[str, float]:
-            gens = generate(model, tokenizer, prompts, n=1,
-                            max_new_tokens=self.eval_max_new_tokens or self.gen_cfg.max_new_tokens,
-                            temperature=temperature, top_p=self.gen_cfg.top_p if temperature > 0 else 1.0, top_k=0,
-                            grammar="off", stop=list(self.gen_cfg.stop), batch_size=max(self.gen_cfg.batch_size, 16),
+            gens = generate(model, tokenizer, prompts, n=1, max_new_tokens=self.eval_max_new_tokens or gen.max_new_tokens,
+                            temperature=temperature, top_p=gen.top_p if temperature > 0 else 1.0, top_k=0,
+                            grammar="off", stop=list(gen.stop), batch_size=max(gen.batch_size, 16),
                             seed=sample_seed, progress=False)
             return self.evaluate_programs([p + g.completion for p, g in zip(prompts, gens)], tasks)
 
