@@ -186,6 +186,20 @@ def test_resume_reproduces_the_next_step_exactly(tiny_model_dir, tmp_path):
     assert (run_b / "learning_curves.png").is_file() and (run_b / "summary.md").is_file()
 
 
+def test_held_out_evals_do_not_change_training(tiny_model_dir, tmp_path):
+    """An eval every step samples with its own seed: the weights after training are those of a run with no eval,
+    so eval_every changes only how often the held-out curve is drawn (configs/robotics.yaml relies on it)."""
+    runs = {}
+    for every in (0, 1):
+        run = tmp_path / f"every{every}"
+        tr = make_trainer(make_cfg(tiny_model_dir, run, f"train.eval_every={every}"), run)
+        tr.train(steps=2)
+        runs[every] = (_weights(tr), run)
+    assert "eval/target_frac" in (runs[1][1] / "metrics.jsonl").read_text()
+    for k, w in runs[0][0].items():
+        assert torch.equal(w, runs[1][0][k]), k
+
+
 def test_resume_dir_without_checkpoint_is_a_clear_error(tmp_path):
     from densecode.rl.trainer import resolve_checkpoint
 

@@ -52,9 +52,12 @@ def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature
 
 
 def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    logits = logits.float() / temperature
-    p = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (p * logits).sum(-1)
+    return entropy_from_logp(torch.log_softmax(logits.float() / temperature, dim=-1))
+
+
+def entropy_from_logp(logp: torch.Tensor) -> torch.Tensor:
+    """H = −Σ p log p from log-probabilities over the vocabulary (the log_softmax the logprobs already took)."""
+    return -(logp.exp() * logp).sum(-1)
 
 
 # ---------------------------------------------------------------- GAE
@@ -252,7 +255,10 @@ class PPOAlgorithm(Algorithm):
             out.logprobs, mb.logprobs, mb.advantages, mask, self.cfg.clip_eps, self.cfg.clip_eps_high
         )
         entropy = masked_mean(out.entropy, mask)
-        loss = pg_loss - self.cfg.ent_coef * entropy
+        loss = pg_loss
+        if self.cfg.ent_coef:
+            # Only then: a zero-weighted term would still send the backward pass through the vocabulary softmax.
+            loss = loss - self.cfg.ent_coef * entropy
         stats = {
             "ppo/policy_loss": pg_loss.detach(),
             "ppo/entropy": entropy.detach(),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from densecode.rl.ppo import entropy_from_logits, logprobs_from_logits
+from densecode.rl.ppo import entropy_from_logp, logprobs_from_logits
 
 
 class ValueHead(nn.Module):
@@ -86,8 +86,10 @@ class PolicyWithValue(nn.Module):
         )
         # Position t predicts token t+1: response token j is scored by the logits at (L − R − 1 + j).
         logits = out.logits[:, -R - 1 : -1, :]
-        logprobs = logprobs_from_logits(logits, response_ids, temperature)
-        entropy = entropy_from_logits(logits, temperature)
+        # One log_softmax over the vocabulary serves both the sampled tokens' log-probs and the entropy.
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+        logprobs = torch.gather(logp, -1, response_ids.unsqueeze(-1)).squeeze(-1)
+        entropy = entropy_from_logp(logp)
         values = None
         if want_values:
             if self.critic is None:
