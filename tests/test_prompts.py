@@ -269,3 +269,62 @@ def test_code_domain_mbpp_chat_request_names_the_signature(chat_tokenizer, tmp_p
     answer = "```python\ndef add(a, b):\n    return a + b\n```"
     records = domain.score([task, task], [answer, "def plus(a, b):\n    return a + b\n"])  # the name the tests call
     assert records[0]["outcome"] == "success" and records[1]["outcome"] != "success"
+
+
+def test_an_answer_prefix_opens_the_block_and_its_fence_ends_the_answer(chat_tokenizer, tmp_path):
+    """tasks.chat_answer_prefix: the prompt ends with the pre-filled text, the rollouts stop at the block's closing
+    fence, the response is all code (regions, rewards and the judge read it whole)."""
+    import json
+
+    from densecode.cli.train import use_prompt_style
+    from densecode.generation import cut_at_stop
+
+    rows = [{"task_id": n, "text": "Write a function to add two numbers.", "code": "def add(a, b):\n    return a + b\n",
+             "test_list": ["assert add(1, 2) == 3"], "test_setup_code": ""} for n in (601, 511)]
+    data = tmp_path / "mbpp.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = [f"tasks.path={data}", "tasks.chat_answer_prefix=```python\n"]
+    cfg = load_config("code", overrides)
+    domain = build_domain(cfg)
+    assert use_prompt_style(cfg, domain, chat_tokenizer) == "chat" and cfg.generation.stop == ["\n```"]
+    prompts, tasks = domain.train_batch(1, 0)
+    assert prompts[0].endswith("<|im_start|>assistant\n```python\n")
+    code = "def add(a, b):\n    return a + b"
+    generated = code + "\n```\nThis adds the numbers."  # what the sampler cuts at the stop string
+    ids = chat_tokenizer(generated, add_special_tokens=False)["input_ids"]
+    kept = cut_at_stop(chat_tokenizer, ids, generated.index("\n```"))
+    response = chat_tokenizer.decode(kept)
+    assert "```" not in response and response.startswith(code)
+    task = {**tasks[0], "prompt": prompts[0]}
+    sample = make_sample(prompts[0], kept, chat_tokenizer, task)
+    assert sample.code_regions == [(0, len(sample.response.rstrip("\n")))] or sample.code_regions == [
+        (0, len(sample.response))]
+    batch = build_reward_fn(cfg, domain)([sample])
+    assert batch.components["tests"][0].max() > 0
+    records = domain.score([task] * 2, [response, "def plus(a, b):\n    return a + b\n"])
+    assert [r["outcome"] == "success" for r in records] == [True, False]
+    # without a prefix (or with one that opens no block) a chat turn ends only at its end-of-turn token
+    plain = load_config("code", [f"tasks.path={data}", "tasks.chat_answer_prefix=Sure.\n"])
+    assert use_prompt_style(plain, build_domain(plain), chat_tokenizer) == "chat" and plain.generation.stop == []
+    # completion prompts ignore it
+    tiny = load_config("code", overrides)
+    assert use_prompt_style(tiny, build_domain(tiny), _tiny_tokenizer()) == "completion"
+    assert tiny.generation.stop and not build_domain(tiny).train_batch(1, 0)[0][0].endswith("```python\n")
+
+
+def test_multi_shares_the_closing_fence_when_a_task_prefills_a_block(chat_tokenizer):
+    from densecode.eval.extract import answer_code_span
+
+    cfg = load_config(None, ["domain=multi", "tasks.tasks=[codegen,commitmsg]", "tasks.schedule=joint",
+                             "tasks.options.codegen.chat_answer_prefix=```python\n"])
+    domain = build_domain(cfg)
+    assert domain.use_tokenizer(chat_tokenizer) == "chat" and domain.stop_strings([]) == ["\n```"]
+    prompts, tasks = domain.train_batch(4, 0)
+    for prompt, task in zip(prompts, tasks):
+        assert prompt.endswith("```python\n") == (task["_domain"] == "codegen")
+    cut = "Here it is:\n```python\ndef f():\n    return 1"  # a whole-turn answer cut at the shared stop
+    start, end = answer_code_span(cut)
+    assert cut[start:end] == "def f():\n    return 1"
+    none = build_domain(load_config(None, ["domain=multi", "tasks.tasks=[codegen,commitmsg]", "tasks.schedule=joint"]))
+    none.use_tokenizer(chat_tokenizer)
+    assert none.stop_strings(["\n#"]) == []

@@ -147,14 +147,19 @@ def build_algorithm(cfg):
 
 def use_prompt_style(cfg, domain, tokenizer) -> str:
     """Resolve tasks.prompt_style for the model's tokenizer (docs/prompts.md). Chat answers end at the model's
-    end-of-turn token, so completion stop strings ("\\n#", "\\n```", ...) are dropped from the run's
-    generation.stop (config.yaml then records what the rollouts used)."""
+    end-of-turn token (or the closing fence of a pre-filled code block), so completion stop strings ("\\n#",
+    "\\n```", ...) are replaced in the run's generation.stop (config.yaml then records what the rollouts used)."""
     style = domain.use_tokenizer(tokenizer, cfg.model.name_or_path)
     logger.info("prompts: %s style (tasks.prompt_style: %s)", style, cfg.tasks.prompt_style)
-    if style == "chat" and cfg.generation.stop:
-        logger.info("chat prompts: generation.stop %s not used (a chat turn ends at the end-of-turn token)",
-                    cfg.generation.stop)
-        cfg.generation.stop = []
+    if style == "chat":
+        stop = domain.stop_strings(list(cfg.generation.stop))
+        if stop != list(cfg.generation.stop):
+            logger.info("chat prompts: generation.stop %s, not %s (a chat turn ends at the end-of-turn token%s)",
+                        stop, cfg.generation.stop,
+                        ", or at the closing fence of the block tasks.chat_answer_prefix opens" if stop else "")
+        cfg.generation.stop = stop
+    elif domain.options.chat_answer_prefix:
+        logger.info("completion prompts: tasks.chat_answer_prefix not used")
     return style
 
 

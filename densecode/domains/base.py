@@ -61,6 +61,19 @@ class DomainOptions:
     # completion = the task's own text, which the response continues; auto = chat when the tokenizer has a chat
     # template (densecode-tiny has none: completion).
     prompt_style: PromptStyle = "auto"
+    # Chat only: the assistant turn is pre-filled with this text, e.g. "```python\n" (or densecode eval's MBPP
+    # prefix), so the model writes only the code and the answer ends at the block's closing fence ("\n```"):
+    # shorter rollouts, and the format `densecode eval --benchmark mbpp` judges. "" = the model writes the whole
+    # turn. Ignored with completion prompts.
+    chat_answer_prefix: str = ""
+
+
+CLOSING_FENCE = "\n```"
+
+
+def opens_code_block(text: str) -> bool:
+    """Does `text` end inside a markdown code block (an odd number of ``` fences)?"""
+    return text.count("```") % 2 == 1
 
 
 def draw_tasks(pool: list[dict], split: str, n: int, seed: int) -> list[dict]:
@@ -145,13 +158,17 @@ class Domain(TaskSource):
         if self.tokenizer is None:
             raise DensecodeError(f"domain {self.name!r}: tasks.prompt_style chat needs the model's tokenizer "
                                  "(call domain.use_tokenizer(tokenizer) first)")
-        return [t if is_chat_task(t) else as_chat_task(t, chat_prompt(self.tokenizer, self.chat_messages(t)))
+        prefix = self.options.chat_answer_prefix
+        return [t if is_chat_task(t) else as_chat_task(t, chat_prompt(self.tokenizer, self.chat_messages(t)) + prefix)
                 for t in tasks]
 
     def stop_strings(self, configured: list[str] | None = None) -> list[str]:
-        """Where a response is cut: none for chat (the turn ends at the model's end-of-turn token; completion stops
-        such as "\\n#" or "\\n```" would cut the answer's code block), else `configured` or the domain's own."""
-        return [] if self.prompt_style == "chat" else list(configured or self.stop)
+        """Where a response is cut. Chat: at the model's end-of-turn token only (completion stops such as "\\n#"
+        or "\\n```" would cut the answer's code block), or at the block's closing fence when
+        `tasks.chat_answer_prefix` opened one. Completion: `configured` or the domain's own."""
+        if self.prompt_style == "chat":
+            return [CLOSING_FENCE] if opens_code_block(self.options.chat_answer_prefix) else []
+        return list(configured or self.stop)
 
     def response_program(self, task: dict, response: str) -> str:
         """The program of a response: the prompt + response (completion), the answer's code (chat)."""

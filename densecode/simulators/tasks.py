@@ -23,12 +23,13 @@ from typing import Any
 
 from densecode_robosim.tasks import format_prompt  # the one robot-program prompt format
 
+from densecode.domains.base import DomainOptions
 from densecode.errors import DensecodeError
 from densecode.simulators.gym_plugin import GymProgramBackend
 
+# A plug-in's own keys, and every domain's (DomainOptions: seeds, eval split, prompt style, ...).
 PLUGIN_KEYS = {"simulator", "env_kwargs", "api", "error", "score", "end_action", "source", "path", "eval_fraction",
-               "runs", "timeout_s", "max_calls", "clean_credit", "train_seed", "eval_seed", "eval_split",
-               "eval_temperature", "eval_max_new_tokens", "eval_sampled_temperature", "prompt_style"}
+               "runs", "timeout_s", "max_calls", "clean_credit"} | {f.name for f in dataclasses.fields(DomainOptions)}
 
 
 def check_keys(opts: dict) -> None:

@@ -69,6 +69,7 @@ class MultiDomain(Domain):
         cls = get_domain_class(task, raw, self.base_dir)
         # A task's prompt style is the multi-task run's unless its own options set one.
         raw.setdefault("prompt_style", self.options.prompt_style)
+        raw.setdefault("chat_answer_prefix", self.options.chat_answer_prefix)
         sub_opts = cls.Options()
         try:
             apply_mapping(sub_opts, raw, "tasks.options", prefix=f"tasks.options.{task}.")
@@ -88,6 +89,13 @@ class MultiDomain(Domain):
         self.tokenizer = tokenizer
         self.prompt_style = "chat" if "chat" in styles else "completion"
         return self.prompt_style
+
+    def stop_strings(self, configured: list[str] | None = None) -> list[str]:
+        if self.prompt_style != "chat":
+            return super().stop_strings(configured)
+        # One stop list for all tasks: the closing fence when any chat task pre-fills an opened block. A whole-turn
+        # answer cut there keeps its code (an unclosed block is read to its end).
+        return sorted({s for d in self.domains.values() if d.prompt_style == "chat" for s in d.stop_strings(configured)})
 
     def style_tasks(self, tasks: list[dict]) -> list[dict]:
         return tasks  # styled by each task's own domain (tasks(), train_batch)
