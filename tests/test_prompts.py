@@ -328,3 +328,10 @@ def test_multi_shares_the_closing_fence_when_a_task_prefills_a_block(chat_tokeni
     none = build_domain(load_config(None, ["domain=multi", "tasks.tasks=[codegen,commitmsg]", "tasks.schedule=joint"]))
     none.use_tokenizer(chat_tokenizer)
     assert none.stop_strings(["\n#"]) == []
+
+
+def test_the_smollm2_recipe_trains_on_the_format_mbpp_eval_judges():
+    from densecode.eval.mbpp import CHAT_RESPONSE_PREFIX
+
+    domain = build_domain(load_config("mbpp-smollm2"))
+    assert domain.options.prompt_style == "chat" and domain.options.chat_answer_prefix == CHAT_RESPONSE_PREFIX
