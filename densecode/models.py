@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from densecode.attention import use_gqa_sdpa
 from densecode.config import LoraConfig, ModelConfig
 from densecode.errors import DensecodeError
 
@@ -279,6 +280,7 @@ def _finish(model, tokenizer, model_cfg: ModelConfig, lora_cfg: LoraConfig | Non
         if cfg is not None and getattr(cfg, "pad_token_id", None) is None:
             cfg.pad_token_id = tokenizer.pad_token_id
     model.to(device=device, dtype=dtype)
+    use_gqa_sdpa(model)
     if lora_cfg is not None and lora_cfg.enabled:
         model = apply_lora(model, lora_cfg)
     if for_training:

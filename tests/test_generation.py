@@ -82,6 +82,25 @@ def test_top_k_top_p_filtering():
     assert probs[0, 0] < 0.8
 
 
+def _nucleus_by_full_sort(logits, top_p):
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    probs = torch.softmax(sorted_logits, dim=-1)
+    drop_sorted = (probs.cumsum(-1) - probs) >= top_p
+    return torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0, 4.0, 20.0])  # flat (nucleus past the candidates) to peaked
+@pytest.mark.parametrize("top_k", [0, 5, 300])
+def test_nucleus_from_candidates_is_the_full_sort_nucleus(scale, top_k):
+    torch.manual_seed(int(scale * 10) + top_k)
+    logits = torch.randn(6, 5000) * scale
+    logits[0, :2] += 50.0  # one row whose nucleus is two tokens
+    for top_p in (0.5, 0.9, 0.95, 0.999):
+        expected = filter_logits(logits, top_k, 1.0)
+        expected = expected.masked_fill(_nucleus_by_full_sort(expected, top_p), float("-inf"))
+        assert torch.equal(torch.isinf(filter_logits(logits, top_k, top_p)), torch.isinf(expected))
+
+
 def test_stop_strings_cut_text_and_tokens_consistently(tiny):
     model, tok = tiny
     (full,) = generate(model, tok, [PROMPTS[1]], max_new_tokens=24, temperature=0, progress=False)
@@ -161,3 +180,18 @@ def test_a_stop_at_the_first_characters_leaves_an_empty_response_with_its_hidden
                     collect_hidden=True)
     assert (g.finish_reason, g.completion, g.token_ids, g.policy_logprobs) == ("stop", "", [], [])
     assert g.hidden.shape == (0, full.hidden.shape[-1])
+
+
+def test_samples_of_one_prompt_share_its_prompt_pass_and_match_one_row_batches(tiny):
+    model, tok = tiny
+    shared = generate(model, tok, PROMPTS, n=3, max_new_tokens=8, temperature=0, batch_size=9, progress=False,
+                      collect_hidden=True)
+    alone = generate(model, tok, PROMPTS, n=3, max_new_tokens=8, temperature=0, batch_size=1, progress=False,
+                     collect_hidden=True)
+    for a, b in zip(shared, alone):
+        assert (a.prompt_index, a.sample_index, a.token_ids) == (b.prompt_index, b.sample_index, b.token_ids)
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a.hidden, b.hidden, atol=1e-5, rtol=1e-5)
+    # sampled: the rows of one prompt still draw independently
+    sampled = generate(model, tok, [PROMPTS[1]], n=6, max_new_tokens=12, temperature=1.0, seed=0, progress=False)
+    assert len({tuple(g.token_ids) for g in sampled}) > 1
