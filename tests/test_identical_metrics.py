@@ -3,7 +3,9 @@ log the same metrics.jsonl records as the goldens in tests/data/trainer_golden_m
 code before the trainer was split into run_dir / protocols / sampling modules, commit 0606b10; `ppo/entropy` re-recorded
 when the entropy came to be taken from the log-softmax, −Σ p log p, which moved it by ~6e-6 and nothing else; `multitask` re-recorded when generation took only the last prompt position's logits
 (`logits_to_keep=1`: a smaller LM-head matmul, whose round-off moved its near-zero KL terms by ~1e-7, its
-samples and rewards not at all)).
+samples and rewards not at all); `codegen` and `multitask` again when each minibatch dropped the columns that
+are padding in all its rows (smaller matmuls: approx_kl and KL moved by ~1e-3 of their ~1e-6 values, nothing else
+beyond round-off)).
 
 Timing and throughput fields are left out (they differ run to run); everything else — rewards, losses,
 clipfrac, approx_kl, grad norms, KL — must match to float32 round-off. Re-record (only for an intended change

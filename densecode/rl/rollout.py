@@ -92,6 +92,29 @@ class RolloutBatch:
             kwargs[f.name] = v
         return RolloutBatch(**kwargs)
 
+    SEQUENCE_FIELDS = ("input_ids", "attention_mask", "position_ids")  # [B, L]: left-padded prompt + response
+
+    def trimmed(self) -> RolloutBatch:
+        """The same rows without the columns that are padding in every one of them: columns left of the
+        longest prompt, response columns right of the longest response. A minibatch of short rows then
+        costs its own length, not the whole batch's; every loss is a masked mean, so nothing else changes."""
+        keep_from = int((self.attention_mask.sum(0) == 0).long().cumprod(0).sum())
+        R = self.response_ids.shape[1]
+        keep_to = int(self.response_mask.sum(0).nonzero().max()) + 1 if bool(self.response_mask.any()) else 1
+        if keep_from == 0 and keep_to == R:
+            return self
+        kwargs = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name in self.SEQUENCE_FIELDS:  # the prompt and the response: trimmed at both ends
+                v = v[:, keep_from:v.shape[1] - (R - keep_to)]
+            elif torch.is_tensor(v) and v.dim() >= 2 and v.shape[1] == R:
+                v = v[:, :keep_to]
+            elif f.name == "components":
+                v = {k: t[:, :keep_to] if t.dim() >= 2 and t.shape[1] == R else t for k, t in v.items()}
+            kwargs[f.name] = v
+        return RolloutBatch(**kwargs)
+
     def to(self, device) -> RolloutBatch:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)

@@ -182,7 +182,7 @@ class Trainer:
                 mb_kl_sum, mb_kl_n = 0.0, 0
                 micro_parts = [m for m in torch.tensor_split(mb_idx, min(n_micro, len(mb_idx))) if len(m)]
                 for k, micro_idx in enumerate(micro_parts):
-                    mb = batch.select(micro_idx)
+                    mb = batch.select(micro_idx).trimmed()
                     last = k == len(micro_parts) - 1
                     # Sync gradients across processes only on the last micro-batch.
                     ctx = self.accelerator.no_sync(self.policy_value) if not last else nullcontext()
