@@ -20,7 +20,6 @@ with grouped KV heads to densecode.attention's copy-free path).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -94,7 +93,7 @@ def main(argv=None) -> int:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per arm (plus one warm-up)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave torch's default)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--json", type=Path, help="also write the figure here (run_all's record format)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -107,7 +106,13 @@ def main(argv=None) -> int:
         print(f"error: {MBPP} not found: this benchmark reads MBPP's problems from ../shared/data "
               "(see ../shared/data/README.md)", file=sys.stderr)
         return 2
-    model, tokenizer = load_model_and_tokenizer(ModelConfig(name_or_path=args.model, dtype="float32"))
+    from densecode.errors import DensecodeError
+
+    try:
+        model, tokenizer = load_model_and_tokenizer(ModelConfig(name_or_path=args.model, dtype="float32"))
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     tokenizer.padding_side = "left"
     model.eval()
     if args.rows % args.samples:
@@ -132,10 +137,12 @@ def main(argv=None) -> int:
                 rates[arm].append(tokens / wall)
     dc, hf = statistics.median(rates["densecode"]), statistics.median(rates["hf"])
     print(f"median tok/s: densecode {dc:.1f}, HF generate {hf:.1f}; ratio densecode/HF {dc / hf:.2f}x")
-    if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "prompts": len(prompts), "samples": args.samples, "new_tokens": args.new_tokens,
-                                         "temperature": args.temperature, "top_p": args.top_p, "rates": rates,
-                                         "ratio": dc / hf}, indent=2) + "\n")
+    from densecode.eval.bench_records import emit, figure
+
+    emit([figure(f"generation tok/s, {args.model}, {len(prompts)} prompts x {args.samples} samples, "
+                 f"{args.new_tokens} new tokens, T={args.temperature} top_p={args.top_p}", dc, "tok/s",
+                 baseline="HF generate (transformers' SDPA), same model, prompts and settings", baseline_value=hf,
+                 note=f"median of {args.rounds} alternating rounds")], args.json)
     return 0
 
 

