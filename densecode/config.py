@@ -342,14 +342,13 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(value, arg, key, source)
-            except ConfigError as exc:
-                errors.append(str(exc))
+            except ConfigError:
+                continue  # the next member of the union may take it; none did: the error below names them all
         raise ConfigError(f"{source}: key '{key}' expects {_type_name(tp)}, got {value!r}")
     if origin is list:
         if not isinstance(value, (list, tuple)):

@@ -80,6 +80,7 @@ from densecode.rl.credit import (
 )
 from densecode.rl.protocols import Algorithm
 from densecode.rl.temperature import TemperatureController
+from densecode.rl.tensors import masked_mean
 
 if TYPE_CHECKING:
     from densecode.rewards.assembler import RewardBatch
@@ -260,10 +261,6 @@ def dense_token_term(
 
 
 # ------------------------------------------------------------------ 3. loss
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (values * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 def aggregate(loss_tokens: torch.Tensor, mask: torch.Tensor, how: str = "token") -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from densecode.rl.ppo import masked_mean
+from densecode.rl.tensors import masked_mean
 
 
 def split_parameters(policy_value) -> tuple[list, list]:

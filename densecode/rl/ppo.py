@@ -18,14 +18,9 @@ import torch
 
 from densecode.config import PPOConfig, check_choices
 from densecode.rl.protocols import Algorithm
+from densecode.rl.tensors import masked_mean
 
 # ---------------------------------------------------------------- helpers
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    if dim is None:
-        return (x * mask).sum() / mask.sum().clamp(min=1)
-    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1)
 
 
 def masked_var(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

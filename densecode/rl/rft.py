@@ -19,6 +19,7 @@ import torch
 
 from densecode.config import RFTConfig
 from densecode.rl.protocols import Algorithm
+from densecode.rl.tensors import masked_mean
 
 
 def keep_mask(outcomes: torch.Tensor, min_outcome: float) -> torch.Tensor:
@@ -85,8 +86,6 @@ class RFTAlgorithm(Algorithm):
     def loss(self, mb, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         keep = (mb.advantages * mb.response_mask).amax(dim=1)
         loss = rft_loss(out.logprobs, keep, mb.response_mask)
-        from densecode.rl.ppo import masked_mean
-
         # approx_kl to the rollout policy is the trainer's (train/approx_kl, the same for every optimiser).
         return loss, {"rft/nll": loss.detach(), "rft/entropy": masked_mean(out.entropy.detach(), mb.response_mask)}
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from densecode.rl.ppo import masked_mean
+from densecode.rl.tensors import masked_mean
 from densecode.rl.rollout import RolloutBatch
 
 

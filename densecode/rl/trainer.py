@@ -35,7 +35,7 @@ import torch
 from densecode.errors import DensecodeError
 from densecode.rl.kl import make_kl_controller, reward_kl, sample_kl_coefs
 from densecode.rl.optim import clip_gradients, make_optimizer, policy_gradient, split_parameters
-from densecode.rl.ppo import masked_mean
+from densecode.rl.tensors import masked_mean
 from densecode.rl.progress import StepProgress, closing, sigint_handler
 from densecode.rl.protocols import Algorithm, StepView, TaskSource, as_task_source, kl_weighted
 from densecode.rl.rollout import (RolloutBatch, append_stop_tokens, build_batch, encode_prompts, reward_samples,
