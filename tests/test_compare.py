@@ -82,3 +82,29 @@ def test_best_direction_per_metric():
 
     assert _lower_is_better("loss/policy") and _lower_is_better("time/step_s") and _lower_is_better("elapsed_s")
     assert not _lower_is_better("perf/tokens_per_s") and not _lower_is_better("eval/success_rate")
+
+
+def _results(verdicts, n=1):
+    """A minimal results.json dict: task i solved by verdicts[i] of its n samples."""
+    return {"benchmark": "mbpp", "model": "m", "scores": {},
+            "tasks": [{"task_id": str(i), "n": n, "n_correct": c} for i, c in enumerate(verdicts)]}
+
+
+def test_paired_change_interval_over_shared_tasks():
+    from densecode.eval.compare import compare_eval, paired_change
+
+    a = _results([0, 0, 1, 1, 0, 1, 0, 0])
+    b = _results([1, 1, 1, 0, 0, 1, 1, 0])
+    mean, lo, hi, n = paired_change(a, b)
+    # differences 1,1,0,-1,0,0,1,0: mean 0.25, sample sd 0.7071, half width 1.96 * sd / sqrt(8) = 0.49
+    assert n == 8 and mean == pytest.approx(0.25)
+    assert (lo, hi) == pytest.approx((0.25 - 0.49, 0.25 + 0.49), abs=1e-3)
+    text, summary = compare_eval(a, b, "before", "after")
+    assert "B - A = +0.250, paired 95% interval [-0.240, +0.740] over tasks (spans 0)" in text
+    assert summary["paired_change"][3] == 8
+    # sampled runs: a task's pass@1 is its passing share; only the tasks both runs hold count
+    c = _results([2, 4, 0], n=4)
+    d = {**_results([4, 4], n=4)}
+    mean, lo, hi, n = paired_change(c, d)
+    assert n == 2 and mean == pytest.approx(0.25)
+    assert paired_change(_results([1]), _results([0])) is None

@@ -5,7 +5,8 @@ that file itself; a train run is a directory holding `metrics.jsonl` (from
 `densecode train`). The command prints a markdown table (A, B, B - A) and writes
 `compare.md` and `compare.png` into `--out` (default: the current directory).
 For eval runs the table holds the headline scores, the outcome classes, the
-error breakdown and the per-task changes (fixed / broken); for train runs the
+error breakdown, the per-task changes (fixed / broken) and the paired 95% interval of the pass@1
+change over the shared tasks; for train runs the
 first, last and best value of every metric both logged, and the PNG shows the
 curves over steps.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from densecode.errors import DensecodeError
 from densecode.eval.report import RESULTS_FILE, markdown_table
+from densecode.rl.report import paired_interval
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -93,6 +95,23 @@ def _cmp_rows(a: dict, b: dict, missing: Any = "-") -> list[list[Any]]:
     return [[k, a.get(k, missing), b.get(k, missing), _delta(a.get(k, missing), b.get(k, missing))] for k in keys]
 
 
+def task_pass_at_1(results: dict) -> dict[str, float]:
+    """task id -> that task's pass@1 (the share of its samples that pass; 0 or 1 when greedy)."""
+    return {str(t["task_id"]): t.get("n_correct", 0) / max(1, t.get("n", 1)) for t in results.get("tasks", [])}
+
+
+def paired_change(a: dict, b: dict) -> tuple[float, float, float, int] | None:
+    """(B - A pass@1, 95% low, 95% high, tasks) over the tasks both runs scored: the interval is paired, so
+    the tasks' own difficulty cancels and only the per-task changes count. None when fewer than 2 tasks are
+    shared."""
+    pa, pb = task_pass_at_1(a), task_pass_at_1(b)
+    shared = [k for k in pa if k in pb]
+    if len(shared) < 2:
+        return None
+    mean, lo, hi = paired_interval([pa[k] for k in shared], [pb[k] for k in shared])
+    return mean, lo, hi, len(shared)
+
+
 def compare_eval(a: dict, b: dict, label_a: str, label_b: str) -> tuple[str, dict]:
     if a.get("benchmark") != b.get("benchmark"):
         note = f"\n> note: different benchmarks ({a.get('benchmark')} vs {b.get('benchmark')})\n"
@@ -119,7 +138,13 @@ def compare_eval(a: dict, b: dict, label_a: str, label_b: str) -> tuple[str, dic
                   ["fixed (B solves, A does not)", len(fixed), ", ".join(fixed[:30])],
                   ["broken (A solves, B does not)", len(broken), ", ".join(broken[:30])],
               ])]
-    summary = {"kind": "eval", "fixed": fixed, "broken": broken}
+    change = paired_change(a, b)
+    if change is not None:
+        mean, lo, hi, n = change
+        parts += ["", "## Paired change", "",
+                  f"pass@1 on the {n} tasks in both runs: B - A = {mean:+.3f}, paired 95% interval "
+                  f"[{lo:+.3f}, {hi:+.3f}] over tasks ({'above 0' if lo > 0 else 'below 0' if hi < 0 else 'spans 0'})."]
+    summary = {"kind": "eval", "fixed": fixed, "broken": broken, "paired_change": change}
     return "\n".join(parts) + "\n", summary
 
 
