@@ -12,6 +12,10 @@ completion tokens actually generated (EOS can end a completion early).
     .venv/bin/python benchmarks/grpo_vs_trl.py                       # defaults below
     .venv/bin/python benchmarks/grpo_vs_trl.py --steps 6 --prompts 4 --group-size 8 --max-new-tokens 64 --repeats 3
 
+Each run happens in a fresh process, so the peak RSS printed beside its times is
+its own. `--model smollm2-135m-instruct` (or any model dir / .gguf file) times a
+real model.
+
 densecode runs twice per repeat: as configured by default (log pi_old from the
 sampling pass, no score pass) and with `algo.score_pass=true` (a separate no-grad
 forward pass for log pi_old, the behaviour before), alternating with TRL.
@@ -55,6 +59,8 @@ def fresh_accelerate_state() -> None:
 def run_densecode(model_dir: str, args, run_dir: Path, score_pass: bool = False) -> dict:
     fresh_accelerate_state()
     import torch
+
+    torch.set_num_threads(args.threads)  # a fresh process (measured): the parent's setting is not inherited
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from densecode.config import load_config
@@ -106,6 +112,8 @@ def run_densecode(model_dir: str, args, run_dir: Path, score_pass: bool = False)
 def run_trl(model_dir: str, args, run_dir: Path) -> dict:
     fresh_accelerate_state()
     import torch
+
+    torch.set_num_threads(args.threads)  # a fresh process (measured): the parent's setting is not inherited
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -153,6 +161,14 @@ def run_trl(model_dir: str, args, run_dir: Path) -> dict:
     return {"step_s": timer.times, "tokens": tokens, "reward": rewards}
 
 
+def measured(fn, model_dir: str, args, run_dir: Path, **kw) -> dict:
+    """fn's result with its process's peak RSS: each run in a fresh process, so each peak is its own."""
+    from densecode.eval.bench_records import in_child_process
+
+    res, rss = in_child_process(fn, model_dir, args, run_dir, *kw.values())
+    return {**res, "peak_rss_mb": rss}
+
+
 def summarize(res: dict) -> dict:
     times, toks = res["step_s"][1:], res["tokens"][1:len(res["step_s"])]  # drop the warm-up step
     parts = res.get("parts", [])[1:]
@@ -164,6 +180,7 @@ def summarize(res: dict) -> dict:
         "tokens_per_s": float(np.sum(toks) / np.sum(times)),
         "reward_first": float(res["reward"][0]),
         "reward_last": float(res["reward"][-1]),
+        "peak_rss_mb": float(res["peak_rss_mb"]),
     }
 
 
@@ -176,7 +193,8 @@ def median_of(runs: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="local model dir (default: a fresh tiny GPT-2 from densecode.testing)")
+    p.add_argument("--model", default=None, help="model dir, .gguf file or name such as smollm2-135m-instruct "
+                   "(default: a fresh tiny GPT-2 from densecode.testing)")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--prompts", type=int, default=4, help="prompts per step")
     p.add_argument("--group-size", type=int, default=8)
@@ -200,12 +218,17 @@ def main(argv=None) -> int:
             from densecode.testing import make_tiny_model
 
             model_dir = str(make_tiny_model(tmp / "tiny"))
+        else:
+            from densecode.models import resolve_model_path
+
+            model_dir = resolve_model_path(model_dir)  # a name such as smollm2-135m-instruct, or a .gguf file
         # Alternate the two, repeated: on a shared machine the load drifts; medians over repeats.
         dense_runs, pass_runs, trl_runs = [], [], []
         for rep in range(args.repeats):
-            dense_runs.append(summarize(run_densecode(model_dir, args, tmp / f"densecode-{rep}")))
-            pass_runs.append(summarize(run_densecode(model_dir, args, tmp / f"densecode-pass-{rep}", score_pass=True)))
-            trl_runs.append(summarize(run_trl(model_dir, args, tmp / f"trl-{rep}")))
+            dense_runs.append(summarize(measured(run_densecode, model_dir, args, tmp / f"densecode-{rep}")))
+            pass_runs.append(summarize(measured(run_densecode, model_dir, args, tmp / f"densecode-pass-{rep}",
+                                                score_pass=True)))
+            trl_runs.append(summarize(measured(run_trl, model_dir, args, tmp / f"trl-{rep}")))
             print(f"repeat {rep + 1}/{args.repeats}: densecode {dense_runs[-1]['step_s']:.3f} s/step, "
                   f"densecode with score pass {pass_runs[-1]['step_s']:.3f} s/step, "
                   f"TRL {trl_runs[-1]['step_s']:.3f} s/step", flush=True)
@@ -213,8 +236,9 @@ def main(argv=None) -> int:
     import trl as trl_pkg
 
     rows = [("wall s / step", "step_s", "{:.3f}"), ("completion tokens / step", "tokens_per_step", "{:.0f}"),
-            ("tokens / s", "tokens_per_s", "{:.0f}")]
-    print(f"\nGRPO step: {args.prompts} prompts x G={args.group_size}, {args.max_new_tokens} new tokens, "
+            ("tokens / s", "tokens_per_s", "{:.0f}"), ("peak RSS, MiB (its own process)", "peak_rss_mb", "{:.0f}")]
+    model_name = Path(args.model).name if args.model else "tiny random GPT-2"
+    print(f"\nGRPO step, {model_name}: {args.prompts} prompts x G={args.group_size}, {args.max_new_tokens} new tokens, "
           f"{args.steps} steps (first = warm-up), {args.threads} thread(s), median of {args.repeats} alternating "
           f"runs; TRL {trl_pkg.__version__}")
     print("| metric | densecode (score once) | densecode (algo.score_pass=true) | TRL GRPOTrainer "
@@ -238,13 +262,18 @@ def main(argv=None) -> int:
     from densecode.eval.bench_records import emit, figure
 
     shape = f"{args.prompts} prompts x G={args.group_size}, {args.max_new_tokens} new tokens"
+    if args.model:
+        shape = f"{model_name}, {shape}"
     emit([figure(f"GRPO wall s/step ({shape})", dense["step_s"], "s/step", baseline=f"TRL {trl_pkg.__version__} GRPOTrainer",
                  baseline_value=trl["step_s"], ratio=speedup, note="ratio = speed-up (TRL s/step / densecode s/step)"),
           figure(f"GRPO tokens/s ({shape})", dense["tokens_per_s"], "tokens/s",
                  baseline=f"TRL {trl_pkg.__version__} GRPOTrainer", baseline_value=trl["tokens_per_s"],
                  note="goal >= 1.0x"),
           figure(f"GRPO tokens/s with algo.score_pass=true ({shape})", with_pass["tokens_per_s"], "tokens/s",
-                 baseline=f"TRL {trl_pkg.__version__} GRPOTrainer", baseline_value=trl["tokens_per_s"])])
+                 baseline=f"TRL {trl_pkg.__version__} GRPOTrainer", baseline_value=trl["tokens_per_s"]),
+          figure(f"GRPO peak RSS, MiB ({shape})", dense["peak_rss_mb"], "MiB",
+                 baseline=f"TRL {trl_pkg.__version__} GRPOTrainer", baseline_value=trl["peak_rss_mb"],
+                 note="each run in its own process; ratio < 1 = less memory")])
     return 0
 
 

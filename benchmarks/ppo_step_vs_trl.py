@@ -15,6 +15,9 @@ What differs by design (printed with the results):
   its default shared-backbone head AND with `model.value_model=separate`.
 
     .venv/bin/python benchmarks/ppo_step_vs_trl.py [--rounds 3 --steps 4 --batch 16 --length 64]
+    .venv/bin/python benchmarks/ppo_step_vs_trl.py --model smollm2-135m-instruct --threads 2 ...
+
+Each run happens in a fresh process, so the peak RSS printed beside its times is its own.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ PROMPTS = ["def add(a, b):\n", "for room in get_all_rooms():\n", "x = [i * 2 for
            "import math\n", "answer = ask('Alice',", "while True:\n", "d = {'k': 1,"]
 
 
-def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int]]:
+def trl_steps(model_dir: str, args, out_dir: str) -> dict:
     from datasets import Dataset
     from transformers import (
         AutoModelForCausalLM,
@@ -52,8 +55,11 @@ def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int
     )
     from trl import PPOConfig, PPOTrainer
 
+    torch.set_num_threads(args.threads)  # a fresh process (in_child_process): the parent's setting is not inherited
     tok = AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"
+    if tok.pad_token is None:  # TRL pads batches; a tokenizer without a pad token pads with EOS
+        tok.pad_token = tok.eos_token
     torch.manual_seed(0)
     policy = AutoModelForCausalLM.from_pretrained(model_dir)
     ref = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -84,20 +90,22 @@ def trl_steps(model_dir: str, args, out_dir: str) -> tuple[list[float], list[int
         trainer.train()
     times = np.diff([start] + stamps).tolist()
     # TRL generates exactly response_length tokens per row.
-    return times, [args.batch * args.length] * len(times)
+    return {"times": times, "tokens": [args.batch * args.length] * len(times)}
 
 
 SCORE = {}  # name -> per-step score-phase seconds and step seconds; "dlogp" -> max |delta log p| per run
 
 
-def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_pass: bool = False,
-                    name: str = "") -> tuple[list[float], list[int]]:
+def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_pass: bool = False) -> dict:
+    """Step times and tokens, and the score phase's (seconds, step seconds) per timed step; for the shared
+    head without a score pass also the largest |log pi_old| difference between the sampling and a forward pass."""
     from densecode.config import load_config
     from densecode.models import load_model_and_tokenizer
     from densecode.rewards import RewardBatch
     from densecode.rl.ppo import PPOAlgorithm
     from densecode.rl.trainer import Trainer
 
+    torch.set_num_threads(args.threads)
     cfg = load_config(None, [
         f"model.name_or_path={model_dir}", f"model.value_model={value_model}", "reward.weights={kl: 0.05}",
         "reward.code_regions=completion", f"generation.max_new_tokens={args.length}", "generation.top_p=1.0",
@@ -122,23 +130,34 @@ def densecode_steps(model_dir: str, args, out_dir: str, value_model: str, score_
     tr = Trainer(cfg, model=model, tokenizer=tok, task_source=Prompts(), reward_fn=reward_fn,
                  algo=PPOAlgorithm.from_config(cfg.algo, cfg.generation), run_dir=out_dir, critic=critic,
                  progress=False)
-    times, tokens = [], []
+    times, tokens, score_rows, dlogp = [], [], [], None
     for step in range(args.steps):
         t0 = time.perf_counter()
         stats = tr.train_step(step)
         times.append(time.perf_counter() - t0)
         tokens.append(round(stats["rollout/response_length"] * args.batch))
         if step:
-            SCORE.setdefault(name, []).append((stats.get("time/score_s", float("nan")), times[-1]))
+            score_rows.append((stats.get("time/score_s", float("nan")), times[-1]))
     if not score_pass and value_model == "shared":
         # How far the sampling pass's log pi_old is from a separate forward pass (what it replaces).
         batch, _ = tr.rollout(args.steps)
         with torch.no_grad():
             out = tr.unwrapped(batch.input_ids, batch.attention_mask, batch.position_ids, batch.response_ids,
                                temperature=batch.temperature)
-        delta = ((out.logprobs - batch.logprobs) * batch.response_mask).abs().max().item()
-        SCORE.setdefault("dlogp", []).append(delta)
-    return times, tokens
+        dlogp = ((out.logprobs - batch.logprobs) * batch.response_mask).abs().max().item()
+    return {"times": times, "tokens": tokens, "score_rows": score_rows, "dlogp": dlogp}
+
+
+def measured(name: str, fn, *args) -> tuple[list[float], list[int], float]:
+    """Run fn in a fresh process (its peak RSS its own); keep its score-phase rows in SCORE."""
+    from densecode.eval.bench_records import in_child_process
+
+    res, rss = in_child_process(fn, *args)
+    if res.get("score_rows"):
+        SCORE.setdefault(name, []).extend(res["score_rows"])
+    if res.get("dlogp") is not None:
+        SCORE.setdefault("dlogp", []).append(res["dlogp"])
+    return res["times"], res["tokens"], rss
 
 
 def main() -> int:
@@ -150,6 +169,8 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--minibatches", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--model", default=None, help="model dir, .gguf file or name such as smollm2-135m-instruct "
+                   "(default: a tiny random GPT-2, 4 layers x 128)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     import trl
@@ -160,31 +181,38 @@ def main() -> int:
                                                          ("densecode (shared value head)",
                                                           "densecode (shared, algo.score_pass=true)",
                                                           "densecode (separate critic)", f"TRL {trl.__version__} PPOTrainer")}
+    peak_rss: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = str(make_tiny_model(Path(tmp) / "tiny", n_layer=4, n_embd=128, n_head=4))
+        if args.model:
+            from densecode.models import resolve_model_path
+
+            model_dir = resolve_model_path(args.model)
+        else:
+            model_dir = str(make_tiny_model(Path(tmp) / "tiny", n_layer=4, n_embd=128, n_head=4))
         shared, with_pass = "densecode (shared value head)", "densecode (shared, algo.score_pass=true)"
-        runners = [(shared, lambda d: densecode_steps(model_dir, args, d, "shared", name=shared)),
-                   (with_pass, lambda d: densecode_steps(model_dir, args, d, "shared", score_pass=True,
-                                                         name=with_pass)),
-                   ("densecode (separate critic)", lambda d: densecode_steps(model_dir, args, d, "separate")),
-                   (f"TRL {trl.__version__} PPOTrainer", lambda d: trl_steps(model_dir, args, d))]
+        separate, trl_label = "densecode (separate critic)", f"TRL {trl.__version__} PPOTrainer"
+        runners = [(shared, densecode_steps, ("shared",)), (with_pass, densecode_steps, ("shared", True)),
+                   (separate, densecode_steps, ("separate",)), (trl_label, trl_steps, ())]
         for r in range(args.rounds):
-            for name, fn in (runners if r % 2 == 0 else runners[::-1]):
+            for name, fn, extra in (runners if r % 2 == 0 else runners[::-1]):
                 with tempfile.TemporaryDirectory(dir=tmp) as out:
-                    times, tokens = fn(out)
+                    times, tokens, rss = measured(name, fn, model_dir, args, out, *extra)
                 results[name][0].extend(times[1:])
                 results[name][1].extend(tokens[1:])
-                print(f"round {r + 1}: {name}: {statistics.median(times[1:]):.3f} s/step", file=sys.stderr, flush=True)
+                peak_rss[name] = max(rss, peak_rss.get(name, 0.0))
+                print(f"round {r + 1}: {name}: {statistics.median(times[1:]):.3f} s/step, peak RSS {rss:.0f} MiB",
+                      file=sys.stderr, flush=True)
     trl_name = next(k for k in results if k.startswith("TRL"))
     base = statistics.median(results[trl_name][0])
-    print(f"\nPPO step, tiny GPT-2 (4 layers, d=128), batch {args.batch}, {args.length} response tokens, "
+    model_name = Path(args.model).name if args.model else "tiny GPT-2 (4 layers, d=128)"
+    print(f"\nPPO step, {model_name}, batch {args.batch}, {args.length} response tokens, "
           f"{args.epochs} epochs x {args.minibatches} minibatch(es), {args.threads} thread(s), "
           f"{args.rounds} alternating rounds x {args.steps - 1} timed steps")
-    print(f"{'implementation':<34} {'s/step (median)':>16} {'tokens/s':>10} {'speed vs TRL':>13}")
+    print(f"{'implementation':<42} {'s/step (median)':>16} {'tokens/s':>10} {'speed vs TRL':>13} {'peak RSS MiB':>13}")
     for name, (times, tokens) in results.items():
         med = statistics.median(times)
         tps = sum(tokens) / sum(times)
-        print(f"{name:<34} {med:>16.3f} {tps:>10.0f} {base / med:>12.2f}x")
+        print(f"{name:<42} {med:>16.3f} {tps:>10.0f} {base / med:>12.2f}x {peak_rss[name]:>13.0f}")
     print("\nscore phase (log pi_old, V, log pi_ref; no grad) as a share of the step, median over steps:")
     shares = {}
     for name in (shared, with_pass):
@@ -206,7 +234,12 @@ def main() -> int:
         if name == trl_name:
             continue
         med = statistics.median(times)
-        records.append(figure(f"PPO s/step, {name} (batch {args.batch}, {args.length} tokens, {args.epochs} epochs)",
+        shape = f"batch {args.batch}, {args.length} tokens, {args.epochs} epochs"
+        if args.model:
+            shape = f"{model_name}, {shape}"
+        records.append(figure(f"PPO peak RSS, MiB, {name} ({shape})", peak_rss[name], "MiB", baseline=trl_name,
+                              baseline_value=peak_rss[trl_name], note="each run in its own process"))
+        records.append(figure(f"PPO s/step, {name} ({shape})",
                               med, "s/step", baseline=trl_name, baseline_value=base, ratio=base / med,
                               note=f"ratio = speed-up; tokens/s {sum(tokens) / sum(times):.0f} vs "
                                    f"{sum(results[trl_name][1]) / sum(results[trl_name][0]):.0f}; TRL always "

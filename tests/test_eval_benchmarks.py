@@ -136,3 +136,19 @@ def test_quick_training_comparisons_archive_nothing_with_the_project():
     for b in archiving:
         args = b.quick_args
         assert "--quick" in args or args[args.index("--archive") + 1:][:1] == ["none"], b.name
+
+
+def _allocate_mib(n):
+    block = bytearray(n * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page so it is resident
+    return len(block)
+
+
+def test_in_child_process_reports_the_child_peak_rss():
+    from densecode.eval.bench_records import in_child_process
+
+    small, rss_small = in_child_process(_allocate_mib, 1)
+    big, rss_big = in_child_process(_allocate_mib, 300)
+    assert (small, big) == (1024 * 1024, 300 * 1024 * 1024)
+    # each child's own high-water mark: the 300 MiB run peaks ~300 MiB above the 1 MiB one, whatever ran before
+    assert 250 < rss_big - rss_small < 400

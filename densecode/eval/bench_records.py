@@ -102,3 +102,21 @@ class CpuMeter:
 
     def load_text(self) -> str:
         return f"load average {self.load[0]:.1f} -> {self.load[-1]:.1f}"
+
+
+def _call_and_measure(fn, args):
+    import resource
+
+    result = fn(*args)
+    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def in_child_process(fn, *args):
+    """(fn(*args), peak RSS in MiB) with fn run in a fresh spawned process: each implementation's peak memory is
+    its own, not the high-water mark an earlier run left in this process. fn must be a module-level function and
+    its arguments and result picklable."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_call_and_measure, fn, args).result()
