@@ -90,6 +90,10 @@ class GenerationConfig:
     grammar_code_prefix: CodePrefix = "auto"
     # Strings that end a response (cut before them); empty = the domain's own stop strings at eval.
     stop: list[str] = field(default_factory=list)
+    # Train the tokens that completed a stop string as the response's end action, as the EOS token is: without
+    # them the update never credits stopping, so reinforcing answers raises every token but the stop, and
+    # responses grow. Their text is not judged (the rewards see the response cut before the stop string).
+    train_stop_tokens: bool = False
     batch_size: int = 16  # rows per generate() call (memory vs speed; results do not depend on it)
 
 

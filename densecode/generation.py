@@ -74,6 +74,10 @@ class Generation:
     # ([len(token_ids) (+1 with EOS), H], policy dtype): a value head's input, V(s_t).
     hidden: torch.Tensor | None = None
     stop_token_id: int | None = None  # the end token sampled when finish_reason == "eos" (models may have several)
+    # finish_reason "stop": the sampled tokens cut off with the stop string (the tokens that completed it) and
+    # their policy log-probs, so a trainer can credit the stop decision as it credits EOS; `hidden` covers them.
+    stop_ids: list[int] = field(default_factory=list)
+    stop_policy_logprobs: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -497,8 +501,10 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
     results = []
     for row in rows:
         ids, logprobs, verdicts, policy = row.token_ids, row.logprobs, row.verdicts, row.policy_logprobs
+        stop_ids, stop_policy = [], []
         if row.stop_at is not None:
             ids = cut_at_stop(tokenizer, ids, row.stop_at)
+            stop_ids, stop_policy = row.token_ids[len(ids):], policy[len(ids):]
             logprobs, verdicts, policy = logprobs[:len(ids)], verdicts[:len(ids)], policy[:len(ids)]
         results.append(Generation(
             prompt=prompts[row.prompt_index],
@@ -513,7 +519,10 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             stop_token_id=row.stop_token_id,
             policy_logprobs=list(policy),
             eos_policy_logprob=row.eos_policy_logprob,
-            hidden=_stack_hidden(row.hidden, len(ids) + (row.finish_reason == "eos")) if row.hidden else None,
+            hidden=(_stack_hidden(row.hidden, len(ids) + len(stop_ids) + (row.finish_reason == "eos"))
+                    if row.hidden else None),
+            stop_ids=list(stop_ids),
+            stop_policy_logprobs=list(stop_policy),
         ))
     return results
 

@@ -22,7 +22,8 @@ class _Spy:
         self.options.append(grammar_options)
         return [SimpleNamespace(prompt_index=i // n, token_ids=[1], finish_reason="eos", completion="x",
                                 grammar_verdicts=None, to_dict=dict, policy_logprobs=[-1.0],
-                                eos_policy_logprob=-1.0, hidden=None, stop_token_id=None)
+                                eos_policy_logprob=-1.0, hidden=None, stop_token_id=None, stop_ids=[],
+                                stop_policy_logprobs=[])
                 for i in range(len(prompts) * n)]
 
 

@@ -141,7 +141,9 @@ def test_outcome_learners_learn_target_tokens(tiny_model_dir, tmp_path, algo_nam
                    "algo.ppo.epochs=2")
         algo = PPOAlgorithm.from_config(cfg.algo, cfg.generation)
         assert not algo.needs_value_head
-    tr = _trainer(cfg, tmp_path, algo)
+    # PPO learns from the graded outcome (the share of target tokens: every group has a spread); with the 0/1
+    # outcome most of this model's groups all fail, and minibatches without signal take no step.
+    tr = _trainer(cfg, tmp_path, algo, OutcomeReward(graded=algo_name != "rft"))
     assert tr.unwrapped.critic is None and tr.unwrapped.value_head is None
     before = tr.evaluate(0)["eval/target_frac"]
     logs = [tr.train_step(s) for s in range(25)]
@@ -232,3 +234,61 @@ def test_negative_scale_weighs_below_baseline_responses():
     none, _ = outcome_advantages(out, groups, mask, whiten=False, negative_scale=0.0)
     assert torch.allclose(plain[1], torch.tensor([-1.0, -1.0])) and torch.allclose(half[1], torch.tensor([-0.5, -0.5]))
     assert torch.all(none[1] == 0) and torch.allclose(none[0], plain[0])
+
+
+# ------------------------------------------------------------------ no-signal minibatches, stop-string tokens
+
+
+class SwitchableOutcome(OutcomeReward):
+    """Graded outcomes (a signal) until `constant` is set; then every response scores the same (no signal)."""
+
+    constant = False
+
+    def __call__(self, samples):
+        out = super().__call__(samples)
+        if self.constant:
+            for o, total in zip(out.outputs["task"], out.total):
+                o.outcome = 1.0
+                total[:] = 0.0
+        return out
+
+
+def test_a_minibatch_without_gradient_takes_no_optimizer_step(tiny_model_dir, tmp_path):
+    """Adam's moments would keep moving the weights along the last signal's direction on a minibatch whose
+    advantages are all 0 (every group agrees): the trainer must leave the weights alone there."""
+    cfg = _cfg(tiny_model_dir, tmp_path, "algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4",
+               "algo.ppo.epochs=1")
+    reward = SwitchableOutcome(graded=True)
+    tr = _trainer(cfg, tmp_path, PPOAlgorithm.from_config(cfg.algo, cfg.generation), reward)
+    first = tr.train_step(0)
+    assert first["train/minibatches_done"] == 2 and first["train/zero_gradient_minibatches"] == 0
+    reward.constant = True
+    before = {k: v.clone() for k, v in tr.unwrapped.policy.state_dict().items()}
+    st = tr.train_step(1)
+    assert st["train/zero_gradient_minibatches"] == 2 and st["train/minibatches_done"] == 0
+    after = tr.unwrapped.policy.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_stop_string_tokens_are_trained_as_the_end_action_when_asked(tiny_model_dir, tmp_path):
+    stops = "generation.stop=[\"e\", \"a\", \"o\", \"t\", \" \"]"  # the random tiny model hits one within 6 tokens
+    for train_stop in (False, True):
+        run = tmp_path / str(train_stop)
+        cfg = _cfg(tiny_model_dir, run, "algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", stops,
+                   f"generation.train_stop_tokens={str(train_stop).lower()}")
+        tr = _trainer(cfg, run, PPOAlgorithm.from_config(cfg.algo, cfg.generation))
+        batch, _ = tr.rollout(0)
+        tr.compute_rewards(batch)
+        stopped = [i for i, r in enumerate(batch.responses) if r.finish_reason == "stop" and r.stop_ids]
+        assert stopped, "the test needs responses cut at a stop string"
+        for i in stopped:
+            r, s = batch.responses[i], batch.samples[i]
+            n = len(r.token_ids)
+            assert batch.response_mask[i].sum() == n  # every token the update sees, the stop tokens included
+            if train_stop:
+                assert r.end_tokens == len(r.stop_ids) and r.token_ids[-r.end_tokens:] == r.stop_ids
+                assert list(s.token_ids) == r.token_ids[:-r.end_tokens]  # the rewards judge the cut response
+                assert batch.rewards[i, n - r.end_tokens:].abs().sum() == 0
+                assert torch.isfinite(batch.logprobs[i, :n]).all() and (batch.logprobs[i, :n] < 0).all()
+            else:
+                assert r.end_tokens == 0 and list(s.token_ids) == r.token_ids

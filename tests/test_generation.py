@@ -114,6 +114,11 @@ def test_stop_strings_cut_text_and_tokens_consistently(tiny):
     assert text.startswith(g.completion)
     assert g.token_ids == full.token_ids[: len(g.token_ids)]
     assert len(g.logprobs) == len(g.token_ids)
+    # the tokens cut off are the ones that completed the stop string, with their policy log-probs
+    whole = g.token_ids + g.stop_ids
+    assert g.stop_ids and whole == full.token_ids[: len(whole)] and stop in tok.decode(whole)
+    assert stop not in tok.decode(whole[:-1])
+    assert g.stop_policy_logprobs == pytest.approx(full.policy_logprobs[len(g.token_ids): len(whole)], abs=1e-5)
 
 
 def test_cut_at_stop_keeps_tokens_before_the_stop(tiny):
@@ -179,7 +184,7 @@ def test_a_stop_at_the_first_characters_leaves_an_empty_response_with_its_hidden
     (g,) = generate(model, tok, [PROMPTS[1]], max_new_tokens=8, temperature=0, stop=[stop], progress=False,
                     collect_hidden=True)
     assert (g.finish_reason, g.completion, g.token_ids, g.policy_logprobs) == ("stop", "", [], [])
-    assert g.hidden.shape == (0, full.hidden.shape[-1])
+    assert g.stop_ids and g.hidden.shape == (len(g.stop_ids), full.hidden.shape[-1])  # the stop tokens' states
 
 
 def test_samples_of_one_prompt_share_its_prompt_pass_and_match_one_row_batches(tiny):

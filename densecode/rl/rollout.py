@@ -36,6 +36,11 @@ class Response:
     # and the last hidden state each token was sampled from (a shared value head's input).
     policy_logprobs: list[float] | None = None
     hidden: Any = None  # torch.Tensor [len(policy_logprobs), H]
+    # finish_reason "stop": the tokens that completed the stop string (cut from token_ids by the sampler);
+    # end_tokens: how many trailing token_ids are end-of-response actions appended for the update (their text is
+    # not the response's: rewards are computed without them).
+    stop_ids: list[int] = field(default_factory=list)
+    end_tokens: int = 0
 
 
 @dataclass
@@ -145,6 +150,9 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
         policy = list(g.policy_logprobs)
         if g.finish_reason == "eos" and g.eos_policy_logprob is not None:
             policy.append(float(g.eos_policy_logprob))  # the trainer appends the EOS token itself
+        stop_ids = [int(t) for t in g.stop_ids]
+        if stop_ids:
+            policy.extend(float(x) for x in g.stop_policy_logprobs)  # used only if the trainer appends them
         responses.append(Response(
             prompt_index=int(g.prompt_index),
             token_ids=[int(t) for t in g.token_ids],
@@ -154,6 +162,7 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
             policy_logprobs=policy if temperature > 0 else None,
             hidden=g.hidden,
             stop_token_id=g.stop_token_id,
+            stop_ids=stop_ids,
         ))
     return responses
 
@@ -330,8 +339,8 @@ def reward_samples(batch: RolloutBatch, sample_builder, tokenizer, code_regions:
     and the sampler's grammar verdicts."""
     samples = []
     for i, r in enumerate(batch.responses):
-        n = len(r.token_ids)
-        s = sample_builder(batch.prompts[i], r.token_ids, tokenizer, batch.tasks[i], code_regions=code_regions,
+        n = len(r.token_ids) - r.end_tokens  # the response's own tokens; appended stop-string tokens get no reward
+        s = sample_builder(batch.prompts[i], r.token_ids[:n], tokenizer, batch.tasks[i], code_regions=code_regions,
                            truncated=r.finish_reason == "length")
         s.logprobs = batch.logprobs[i, :n].detach().float().cpu().numpy()
         s.ref_logprobs = (batch.ref_logprobs[i, :n].detach().float().cpu().numpy()
@@ -342,9 +351,14 @@ def reward_samples(batch: RolloutBatch, sample_builder, tokenizer, code_regions:
     return samples
 
 
-def append_stop_tokens(responses: list[Response], tokenizer) -> None:
-    """Append to each response that ended on an end token that token (sampled_stop_token), in place."""
+def append_stop_tokens(responses: list[Response], tokenizer, stop_strings: bool = False) -> None:
+    """Append to each response that ended on an end token that token (sampled_stop_token), in place; with
+    stop_strings also, to a response cut at a stop string, the tokens that completed it (`end_tokens` counts
+    them: they are trained as the stop decision but are not part of the text the rewards judge)."""
     for r in responses:
         stop_token = sampled_stop_token(r, tokenizer)
         if stop_token is not None:
             r.token_ids = list(r.token_ids) + [stop_token]
+        elif stop_strings and r.finish_reason == "stop" and r.stop_ids and not r.end_tokens:
+            r.token_ids = list(r.token_ids) + list(r.stop_ids)
+            r.end_tokens = len(r.stop_ids)

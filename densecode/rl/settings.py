@@ -19,6 +19,7 @@ class SamplingParams:
     grammar: str  # off | check | constrain
     grammar_code_prefix: str
     stop: tuple[str, ...]
+    train_stop_tokens: bool  # append the tokens that completed a stop string to the trained response
     batch_size: int  # rows per generate() call (memory vs speed; results do not depend on it)
 
     @classmethod
@@ -30,7 +31,8 @@ class SamplingParams:
             gen = GenerationConfig()
         return cls(max_new_tokens=int(gen.max_new_tokens), top_p=float(gen.top_p), top_k=int(gen.top_k),
                    grammar=str(gen.grammar), grammar_code_prefix=str(gen.grammar_code_prefix),
-                   stop=tuple(gen.stop), batch_size=int(gen.batch_size))
+                   stop=tuple(gen.stop), train_stop_tokens=bool(gen.train_stop_tokens),
+                   batch_size=int(gen.batch_size))
 
     def sampler_kwargs(self, temperature: float) -> dict:
         """The keyword arguments of densecode.rl.rollout.sample_responses (and of any drop-in sampler)."""

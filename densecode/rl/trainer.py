@@ -9,7 +9,7 @@
         for epoch, minibatch, micro-batch:                             # grad accumulation inside
             out        = policy_value(micro)                           # PolicyOutput (logprobs, entropy, values)
             loss, st   = algo.loss(micro, out)
-        optimizer step (grad clip; a non-finite grad norm skips the step)
+        optimizer step (grad clip; a non-finite or zero grad norm skips the step)
         algo.on_step_end, task_source.on_step_end                      # controllers, multi-task scheduler
         kl controller → reward_fn.set_weight("kl", β)
         run.write_metrics / write_rollouts / evaluate / save_checkpoint
@@ -56,7 +56,6 @@ def _kl_weight(reward_fn, cfg) -> float:
     return float(((reward_fn.weights if kl_weighted(reward_fn) else cfg.reward.weights) or {}).get("kl", 0.0))
 
 
-
 class Trainer:
     """Runs the loop; owns the optimizer, accelerate, logging, eval and checkpoints."""
 
@@ -88,11 +87,9 @@ class Trainer:
                 f"{algo.name}: the reward has a KL weight of {_kl_weight(reward_fn, cfg):g} (reward.weights.kl), but "
                 f"{algo.name} uses no KL in the reward (MicroCoder: beta = 0). Set reward.weights.kl=0 (and "
                 f"algo.{algo.name}.beta for a KL loss term), or algo.{algo.name}.allow_reward_kl=true to keep it")
-        # GRPO hook: an algorithm with a KL loss term (algo.grpo.beta > 0) sets needs_reference.
-        needs_ref = _kl_weight(reward_fn, cfg) > 0 or algo.needs_reference
-        # KL to the reference is a diagnostic of every run (drift), so the reference is scored even when no
-        # reward or loss term uses it, unless train.log_reference_kl is off.
-        needs_ref = needs_ref or self.settings.log_reference_kl
+        # A KL reward or loss term (algo.grpo.beta > 0) needs the reference; KL to it is also every run's drift
+        # diagnostic, so it is scored even when nothing uses it, unless train.log_reference_kl is off.
+        needs_ref = _kl_weight(reward_fn, cfg) > 0 or algo.needs_reference or self.settings.log_reference_kl
         # A task source with per-sample KL loss weights (a multi-task run's beta_k) needs the reference too.
         self._kl_loss_hook = self.task_source.kl_loss_coefs if algo.kl_coef is not None else None
         if self._kl_loss_hook is not None:
@@ -105,8 +102,7 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        beta = _kl_weight(reward_fn, cfg)
-        self.kl_ctl = make_kl_controller(cfg.algo, beta)
+        self.kl_ctl = make_kl_controller(cfg.algo, _kl_weight(reward_fn, cfg))
         self.state = TrainState()
         self.run = RunDir(self.run_dir, is_main=self.accelerator.is_main_process)
         self._last_batch: RolloutBatch | None = None
@@ -136,7 +132,7 @@ class Trainer:
                                      **self.sampling.sampler_kwargs(temperature))
             # The EOS decision is an action too: keep the token that was sampled (a model may have
             # several end tokens) so the update credits stopping on the token the policy chose.
-            append_stop_tokens(responses, self.tokenizer)
+            append_stop_tokens(responses, self.tokenizer, stop_strings=self.sampling.train_stop_tokens)
         with phase_timer(timings, "score"):  # logπ_old, logπ_ref and V(s_t) of the sampled tokens, no grad
             batch = build_batch(self.tokenizer, prompts, tasks, responses, temperature, self.accelerator.device,
                                 prompt_ids=encode_prompts(self.tokenizer, prompts))
@@ -167,7 +163,7 @@ class Trainer:
         n_micro = max(1, cfg.grad_accum_steps)
         gen = torch.Generator().manual_seed(seed_for(cfg.seed, step, self.accelerator.process_index, 3))
         means = RunningMeans()
-        skipped = 0
+        skipped = no_signal = 0
         self.policy_value.train()
         epochs = int(self.algo.epochs)
         early_stopped = 0.0
@@ -206,6 +202,11 @@ class Trainer:
                     skipped += 1
                     self.optimizer.zero_grad(set_to_none=True)
                     continue
+                if grad_norm == 0.0 and vf_grad_norm == 0.0:  # no signal (every advantage 0): no step, for
+                    no_signal += 1  # Adam's moments would still move the weights along the last signal's direction
+                    self.optimizer.zero_grad(set_to_none=True)
+                    means.add("train/approx_kl", mb_kl_sum / max(mb_kl_n, 1))
+                    continue
                 means.add("train/grad_norm", grad_norm)
                 if self._value_params:
                     means.add("train/vf_grad_norm", vf_grad_norm)
@@ -224,9 +225,8 @@ class Trainer:
                     early_stopped = 1.0
         self.policy_value.eval()
         stats = means.means()
-        stats["train/skipped_updates"] = float(skipped)
-        stats["train/early_stopped"] = early_stopped
-        stats["train/minibatches_done"] = float(minibatches_done)
+        stats.update({"train/skipped_updates": float(skipped), "train/zero_gradient_minibatches": float(no_signal),
+                      "train/early_stopped": early_stopped, "train/minibatches_done": float(minibatches_done)})
         if skipped:
             warnings.warn(f"step {step}: {skipped} optimizer update(s) skipped because the loss or gradients "
                           "were NaN/inf (weights unchanged by those updates)", RuntimeWarning, stacklevel=2)
