@@ -152,3 +152,13 @@ def test_in_child_process_reports_the_child_peak_rss():
     assert (small, big) == (1024 * 1024, 300 * 1024 * 1024)
     # each child's own high-water mark: the 300 MiB run peaks ~300 MiB above the 1 MiB one, whatever ran before
     assert 250 < rss_big - rss_small < 400
+
+
+def test_in_child_process_peak_ignores_the_parents_memory():
+    from densecode.eval.bench_records import in_child_process
+
+    ballast = bytearray(400 * 1024 * 1024)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # the parent holds 400 MiB resident when it starts the child
+    _, rss = in_child_process(_allocate_mib, 1)
+    assert rss < 350, rss
+    del ballast

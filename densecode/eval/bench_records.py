@@ -104,11 +104,25 @@ class CpuMeter:
         return f"load average {self.load[0]:.1f} -> {self.load[-1]:.1f}"
 
 
-def _call_and_measure(fn, args):
+def peak_rss_mib() -> float:
+    """This process's peak resident memory, MiB: Linux's VmHWM, the high-water mark of this process image
+    alone (getrusage's ru_maxrss also keeps the parent's RSS at the fork that started it); ru_maxrss elsewhere."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     import resource
+    import sys
 
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
+
+
+def _call_and_measure(fn, args):
     result = fn(*args)
-    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    return result, peak_rss_mib()
 
 
 def in_child_process(fn, *args):
