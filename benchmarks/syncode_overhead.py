@@ -277,11 +277,11 @@ def bench_maskstore(tok):
     old = os.environ.get("DENSECODE_CACHE")
     os.environ["DENSECODE_CACHE"] = str(cache)
     try:
-        G._PROCESSORS.clear()
+        G.clear_processor_cache()
         start = time.perf_counter()
         G.syncode_processor(tok, G.load_grammar())
         build = time.perf_counter() - start
-        G._PROCESSORS.clear()
+        G.clear_processor_cache()
         start = time.perf_counter()
         G.syncode_processor(tok, G.load_grammar())
         load_time = time.perf_counter() - start
@@ -292,7 +292,7 @@ def bench_maskstore(tok):
         return [figure(f"mask store build, vocab {len(tok)}", build, "s", note=f"{size / 2**20:.1f} MiB"),
                 figure(f"mask store load, vocab {len(tok)}", load_time, "s")]
     finally:
-        G._PROCESSORS.clear()
+        G.clear_processor_cache()
         if old is None:
             os.environ.pop("DENSECODE_CACHE", None)
         else:

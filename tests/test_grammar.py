@@ -200,7 +200,7 @@ def test_tokenizer_cache_key_depends_on_contents(tiny):
 
 
 def test_fingerprint_is_stable_across_padded_calls(tiny):
-    from densecode.grammar import _FINGERPRINTS, tokenizer_fingerprint
+    from densecode.grammar_syncode import _FINGERPRINTS, tokenizer_fingerprint
 
     _, tok = tiny
     before = tokenizer_fingerprint(tok)
