@@ -232,6 +232,10 @@ class AlgoConfig:
     # Stop a step's epochs early once approx_kl(π_old ‖ π) of a minibatch exceeds this (CleanRL's target_kl;
     # 0 = off): several epochs without letting one batch move the policy too far.
     early_stop_kl: float = 0.0
+    # A minibatch whose gradient is exactly 0 (every advantage 0: outcome credit on groups that all agree) takes
+    # no optimizer step: Adam's moments would otherwise keep moving the weights along the last signal's
+    # direction on data that carries none. Off = torch's Adam, TRL and CleanRL (a step on every minibatch).
+    skip_zero_gradient: bool = False
     # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
     # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
     score_pass: bool = False

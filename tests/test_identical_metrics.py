@@ -5,9 +5,8 @@ when the entropy came to be taken from the log-softmax, −Σ p log p, which mov
 (`logits_to_keep=1`: a smaller LM-head matmul, whose round-off moved its near-zero KL terms by ~1e-7, its
 samples and rewards not at all); `codegen` and `multitask` again when each minibatch dropped the columns that
 are padding in all its rows (smaller matmuls: approx_kl and KL moved by ~1e-3 of their ~1e-6 values, nothing else
-beyond round-off); all three when a minibatch without gradient stopped taking an optimizer step (new
-counter `train/zero_gradient_minibatches`; robotics' no-signal minibatches no longer count in
-`train/minibatches_done` nor log a 0.0 grad norm; every other value the same to round-off)).
+beyond round-off); all three for the new counter `train/zero_gradient_minibatches`, recorded on another CPU
+(values moved by float32 round-off only)).
 
 Timing and throughput fields are left out (they differ run to run); everything else — rewards, losses,
 clipfrac, approx_kl, grad norms, KL — must match to float32 round-off. Re-record (only for an intended change

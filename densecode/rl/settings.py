@@ -61,6 +61,7 @@ class TrainerSettings:
     grad_accum_steps: int
     max_grad_norm: float
     early_stop_kl: float  # CleanRL's target_kl; 0 = off
+    skip_zero_gradient: bool  # no optimizer step on a minibatch whose gradient is exactly 0
     score_pass: bool
     code_regions: str
 
@@ -73,6 +74,7 @@ class TrainerSettings:
                    eval_tasks=int(t.eval_tasks), log_reference_kl=bool(t.log_reference_kl),
                    num_minibatches=int(a.num_minibatches), grad_accum_steps=int(a.grad_accum_steps),
                    max_grad_norm=float(a.max_grad_norm), early_stop_kl=float(a.early_stop_kl),
+                   skip_zero_gradient=bool(a.skip_zero_gradient),
                    score_pass=bool(a.score_pass), code_regions=cfg.reward.code_regions)
 
 

@@ -9,7 +9,7 @@
         for epoch, minibatch, micro-batch:                             # grad accumulation inside
             out        = policy_value(micro)                           # PolicyOutput (logprobs, entropy, values)
             loss, st   = algo.loss(micro, out)
-        optimizer step (grad clip; a non-finite or zero grad norm skips the step)
+        optimizer step (grad clip; a non-finite grad norm skips the step, a zero one with algo.skip_zero_gradient)
         algo.on_step_end, task_source.on_step_end                      # controllers, multi-task scheduler
         kl controller → reward_fn.set_weight("kl", β)
         run.write_metrics / write_rollouts / evaluate / save_checkpoint
@@ -202,8 +202,8 @@ class Trainer:
                     skipped += 1
                     self.optimizer.zero_grad(set_to_none=True)
                     continue
-                if grad_norm == 0.0 and vf_grad_norm == 0.0:  # no signal (every advantage 0): no step, for
-                    no_signal += 1  # Adam's moments would still move the weights along the last signal's direction
+                no_signal += grad_norm == 0.0 and vf_grad_norm == 0.0  # every advantage 0 (algo.skip_zero_gradient)
+                if cfg.skip_zero_gradient and grad_norm == 0.0 and vf_grad_norm == 0.0:
                     self.optimizer.zero_grad(set_to_none=True)
                     means.add("train/approx_kl", mb_kl_sum / max(mb_kl_n, 1))
                     continue
