@@ -294,6 +294,20 @@ def test_tests_k_of_n_on_code_tokens_only(tok, fake_jobs):
     assert pool.jobs[0].code == "def add(a, b):\n    return a + b\n"
 
 
+def test_tests_without_partial_credit_pays_only_all_passing(tok, fake_jobs):
+    # The hack partial credit pays: return the prompt's one shown expected value (1 of 3 tests).
+    task = {"tests": ["assert f(16, 2) == 64", "assert f(10, 2) == 40", "assert f(99, 3) == 792"]}
+    hack = sample_of(tok, "def f(n, d):\n", "    return 64\n", task=task)
+    right = sample_of(tok, "def f(n, d):\n", "    return n << d\n", task=task)
+    judged = [_judge(1, 3), _judge(3, 3)]
+    partial = TestsComponent(sandbox=FakePool(judged))([hack, right])
+    strict = TestsComponent(sandbox=FakePool(judged), partial_credit=False, fail_penalty=-0.3)([hack, right])
+    assert partial[0].outcome == pytest.approx(1 / 3) and np.all(partial[0].values > 0)
+    assert strict[0].outcome == 0.0 and np.allclose(strict[0].values, -0.3)
+    assert strict[0].info["pass_rate"] == pytest.approx(1 / 3) and strict[0].incorrect  # the diagnostic stays
+    assert strict[1].outcome == 1.0 and np.allclose(strict[1].values, 1.0) and not strict[1].incorrect
+
+
 def test_tests_none_passing_penalty_and_exception_line(tok, fake_jobs):
     response = "    a = 1\n    b = 0\n    c = a / b\n    return c\n"
     s = sample_of(tok, "def f():\n", response, task={"tests": ["assert f() == 1"]})

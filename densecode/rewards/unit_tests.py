@@ -7,12 +7,15 @@ or `task["entry_point"]` + `task["inputs"]` + `task["expected"]` as a
 FunctionCallJob. Then, on code tokens only (prose gets nothing):
 - k of n tests pass, k > 0 → k/n on every code token;
 - none pass → `fail_penalty` (reference -0.3) on every code token;
+- `partial_credit=False`: all n pass → 1, anything less → `fail_penalty` (and outcome 1 or 0). MBPP-style
+  prompts show one of the tests, so k/n pays an answer that returns that example's expected value: a
+  policy finds it and stops solving (docs/results.md, "SmolLM2-135M-Instruct on MBPP");
 - an uncaught exception located in the program (`error_line`, 1-based) → an extra
   `exception_penalty` on that line's tokens (a line inside the prompt prefix
   reaches no token; syntax errors are left to the `syntax` component);
 - a response without any code → `fail_penalty` on its last token.
 Tasks without tests give zeros (`info["has_tests"] = 0`) and no verdict.
-Verdict: outcome = the pass rate; incorrect unless every test passed; ran_cleanly
+Verdict: outcome = the pass rate (all-or-nothing without partial credit); incorrect unless every test passed; ran_cleanly
 unless an exception was raised; errors = the exception's line.
 """
 
@@ -72,12 +75,13 @@ class TestsComponent(RewardComponent):
     __test__ = False  # not a pytest class
 
     def __init__(self, sandbox: Any = None, fail_penalty: float = -0.3, exception_penalty: float = -1.0,
-                 timeout: float | None = None, spread: str = "each") -> None:
+                 timeout: float | None = None, spread: str = "each", partial_credit: bool = True) -> None:
         self.pool = sandbox
         self.spread = check_spread("tests", spread)
         self.fail_penalty = float(fail_penalty)
         self.exception_penalty = float(exception_penalty)
         self.timeout = timeout
+        self.partial_credit = bool(partial_credit)
 
     def metrics(self, outputs: list[ComponentOutput]) -> dict[str, float]:
         rates = [o.outcome for o in outputs if o.outcome is not None]  # the samples whose task has tests
@@ -120,7 +124,8 @@ class TestsComponent(RewardComponent):
         n_tests = int(getattr(res, "n_tests", 0) or 0)
         n_passed = int(getattr(res, "n_passed", 0) or 0)
         rate = n_passed / n_tests if n_tests else 0.0
-        base = rate if n_passed > 0 else self.fail_penalty
+        score = rate if self.partial_credit else float(n_tests > 0 and n_passed == n_tests)
+        base = score if score > 0 else self.fail_penalty
         code = sample.code_token_mask()
         records = []
         outcome = str(getattr(res, "outcome", ""))
@@ -146,5 +151,5 @@ class TestsComponent(RewardComponent):
         info = {"pass_rate": rate, "all_passed": float(n_tests > 0 and n_passed == n_tests), "has_tests": 1.0,
                 "judged_incorrect": float(n_passed < n_tests or n_tests == 0),
                 "exception": float(bool(exc_type))}
-        return ComponentOutput(values, records, info, outcome=rate, incorrect=n_passed < n_tests or n_tests == 0,
+        return ComponentOutput(values, records, info, outcome=score, incorrect=n_passed < n_tests or n_tests == 0,
                                errors=errors, ran_cleanly=not exc_type)
