@@ -123,6 +123,25 @@ def test_mbpp_splits_and_entry_point(tmp_path):
     assert task.problem == '"""\nWrite a function double.\nassert double(2) == 4\n"""\n'
 
 
+def _plus_row(number: int) -> dict:
+    return {"task_id": f"Mbpp/{number}", "prompt": f'"""\nWrite double.\nassert double(2) == 4\n"""\n',
+            "entry_point": "double", "canonical_solution": "def double(x):\n    return 2 * x\n",
+            "base_input": [[2]], "plus_input": [[3]], "atol": 0}
+
+
+def test_mbppplus_split_selects_mbpp_ids_and_cli_default_is_all(tmp_path):
+    # MBPP+ holds train-split problems (601-974): a model trained on them is judged on the test ids only.
+    path = _write_jsonl(tmp_path / "plus.jsonl", [_plus_row(i) for i in (2, 11, 510, 511, 601, 700)])
+    assert [t.number for t in mbpp.load_tasks("mbppplus", path, "all")] == [2, 11, 510, 511, 601, 700]
+    assert [t.number for t in mbpp.load_tasks("mbppplus", path, "test")] == [11, 510]
+    assert [t.number for t in mbpp.load_tasks("mbppplus", path, "train")] == [601, 700]
+    from densecode.cli.eval import default_split
+
+    assert [default_split("mbppplus", None), default_split("mbpp", None), default_split(None, None)] == \
+        ["all", "test", "test"]
+    assert default_split("mbppplus", "test") == "test"
+
+
 def test_mbpp_loader_errors_name_the_file_and_fix(tmp_path):
     with pytest.raises(DensecodeError, match="--data"):
         mbpp.load_tasks("mbpp", tmp_path / "missing.jsonl")

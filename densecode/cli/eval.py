@@ -59,8 +59,9 @@ def configure(parser) -> None:
     parser.add_argument("--data", default=None,
                         help="benchmark file (mbpp/mbppplus .jsonl), or your CodeBotler checkout for roboeval (its "
                              "root, benchmark/ or benchmark/tasks); default: the dataset hub")
-    parser.add_argument("--split", default="test", choices=mbpp_mod.SPLIT_CHOICES,
-                        help="MBPP task-id split (test = 11-510) or robotics split (test/validation/train)")
+    parser.add_argument("--split", default=None, choices=mbpp_mod.SPLIT_CHOICES,
+                        help="MBPP task-id split (default test = 11-510; for MBPP+ the tasks with those MBPP ids, "
+                             "default all 378, EvalPlus's set) or robotics split (test/validation/train)")
     parser.add_argument("--n", "--samples", dest="n", type=int, default=1,
                         help="samples per task (pass@k for k <= n; --samples 16 --temperature 1.0 gives the headroom "
                              "pass@1/4/16 that RL can sharpen towards)")
@@ -615,9 +616,17 @@ def evaluate(args) -> dict:
     return out
 
 
+def default_split(benchmark: str | None, split: str | None) -> str:
+    """--split when not given: EvalPlus's whole set for MBPP+, the test split for everything else."""
+    if split is not None:
+        return split
+    return "all" if benchmark == "mbppplus" else "test"
+
+
 def run(args) -> int:
     if not getattr(args, "argv", None):
         args.argv = sys.argv[2:] if len(sys.argv) > 2 and sys.argv[1] == "eval" else []
+    args.split = default_split(args.benchmark, getattr(args, "split", None))
     _validate(args)
     out_dir = Path(args.out or f"runs/eval/{args.benchmark or args.domain or Path(args.config).stem}")
     results = evaluate(args)

@@ -253,7 +253,9 @@ def _evalplus_release_records(hint: str) -> list[dict]:
 def load_tasks(benchmark: str, data: str | Path | None, split: str = "test") -> list[CodeTask]:
     """Tasks of `benchmark` ("mbpp" or "mbppplus") from `data` (or the hub when None).
 
-    `split` selects MBPP task ids; MBPP+ is one test set (only "test" and "all" mean all of it).
+    `split` selects MBPP task ids, for MBPP+ too (its tasks keep their MBPP ids): "all" is EvalPlus's whole set,
+    while a model trained on MBPP's train split (601-974) is judged on "test" (224 of the 378 tasks), since 108
+    MBPP+ tasks are train-split problems.
     """
     if benchmark not in HUB_DATASETS:
         raise DensecodeError(f"unknown code benchmark {benchmark!r}; choose mbpp or mbppplus")
@@ -267,12 +269,9 @@ def load_tasks(benchmark: str, data: str | Path | None, split: str = "test") -> 
     parse = mbpp_task_from_record if benchmark == "mbpp" else mbppplus_task_from_record
     tasks = [parse(r, f"{source} record {i + 1}") for i, r in enumerate(records)]
     tasks.sort(key=lambda t: t.number)
-    if benchmark == "mbpp":
-        ids = _split_ids(split)
-        if ids is not None:
-            tasks = [t for t in tasks if t.number in ids]
-    elif split not in ("test", "all"):
-        raise DensecodeError(f"MBPP+ has a single test set; --split {split} applies to mbpp only (use test or all)")
+    ids = _split_ids(split)
+    if ids is not None:
+        tasks = [t for t in tasks if t.number in ids]
     if not tasks:
         raise DensecodeError(f"{source}: no {benchmark} tasks in split {split!r}")
     return tasks
