@@ -236,6 +236,12 @@ class AlgoConfig:
     # no optimizer step: Adam's moments would otherwise keep moving the weights along the last signal's
     # direction on data that carries none. Off = torch's Adam, TRL and CleanRL (a step on every minibatch).
     skip_zero_gradient: bool = False
+    # Run the update's forward/backward only on the rows whose loss can have a gradient (the algorithm's
+    # `signal_rows`: PPO with outcome credit and no entropy or value term, RFT) and scale each micro-batch's loss
+    # so its gradient is the whole micro-batch's: the same update, float rounding aside, for a fraction of the
+    # cost when most advantages are 0 (negative_scale 0, groups that all agree). Logged per-token statistics
+    # (entropy, clipfrac) then cover the updated rows only. One process only.
+    skip_zero_advantage_rows: bool = False
     # Rollout scoring: false = log pi_old (and a shared head's V) from the sampling pass itself, only the
     # reference runs a forward pass; true = a separate no-grad forward pass for them (the earlier behaviour).
     score_pass: bool = False

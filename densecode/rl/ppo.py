@@ -268,6 +268,17 @@ class PPOAlgorithm(Algorithm):
             stats["ppo/vf_clipfrac"] = v_stats["vf_clipfrac"]
         return loss, stats
 
+    def signal_rows(self, mb) -> tuple[torch.Tensor, float] | None:
+        # A row with every advantage 0 adds 0 to the clipped surrogate (min(ρA, clip(ρ)A) = 0) and so no
+        # gradient, unless a value loss or an entropy bonus gives it one.
+        if self.needs_value_head or self.cfg.ent_coef:
+            return None
+        mask = mb.response_mask
+        rows = ((mb.advantages * mask) != 0).any(dim=1)
+        # The surrogate is a token mean over the micro-batch: the kept rows' mean times their share of its tokens.
+        share = float(mask[rows].sum() / mask.sum().clamp(min=1.0))
+        return rows, share
+
     def state_dict(self) -> dict:
         return {}
 

@@ -56,6 +56,13 @@ class Algorithm:
         of accumulation micro-batches and calls backward."""
         raise NotImplementedError
 
+    def signal_rows(self, mb: RolloutBatch) -> tuple[torch.Tensor, float] | None:
+        """For algo.skip_zero_advantage_rows: a [B] bool mask of the rows of `mb` whose loss can have a gradient,
+        and the factor that makes `loss` over those rows alone equal `loss` over `mb` (a token mean over mb's
+        tokens: their share of them). None = every row counts (a value loss, an entropy bonus or a KL term gives
+        each row a gradient), the default."""
+        return None
+
     def on_step_end(self, batch: RolloutBatch, stats: dict) -> dict[str, float]:
         """After the update (e.g. a temperature controller reading diversity); returns extra stats."""
         return {}

@@ -89,6 +89,10 @@ class RFTAlgorithm(Algorithm):
         # approx_kl to the rollout policy is the trainer's (train/approx_kl, the same for every optimiser).
         return loss, {"rft/nll": loss.detach(), "rft/entropy": masked_mean(out.entropy.detach(), mb.response_mask)}
 
+    def signal_rows(self, mb) -> tuple[torch.Tensor, float] | None:
+        # Only kept responses enter the NLL, whose mean is over their tokens alone: dropping the others is exact.
+        return ((mb.advantages * mb.response_mask) != 0).any(dim=1), 1.0
+
     def state_dict(self) -> dict:
         return {}
 

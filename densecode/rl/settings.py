@@ -62,6 +62,7 @@ class TrainerSettings:
     max_grad_norm: float
     early_stop_kl: float  # CleanRL's target_kl; 0 = off
     skip_zero_gradient: bool  # no optimizer step on a minibatch whose gradient is exactly 0
+    skip_zero_advantage_rows: bool  # forward/backward only on the rows algo.signal_rows names
     score_pass: bool
     code_regions: str
 
@@ -75,6 +76,7 @@ class TrainerSettings:
                    num_minibatches=int(a.num_minibatches), grad_accum_steps=int(a.grad_accum_steps),
                    max_grad_norm=float(a.max_grad_norm), early_stop_kl=float(a.early_stop_kl),
                    skip_zero_gradient=bool(a.skip_zero_gradient),
+                   skip_zero_advantage_rows=bool(a.skip_zero_advantage_rows),
                    score_pass=bool(a.score_pass), code_regions=cfg.reward.code_regions)
 
 

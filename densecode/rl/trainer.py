@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from densecode.errors import DensecodeError
+from densecode.rl.minibatches import update_parts
 from densecode.rl.kl import make_kl_controller, reward_kl, sample_kl_coefs
 from densecode.rl.optim import clip_gradients, make_optimizer, policy_gradient, split_parameters
 from densecode.rl.tensors import masked_mean
@@ -102,6 +103,10 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
+        if self.settings.skip_zero_advantage_rows and self.accelerator.num_processes > 1:
+            # Processes would run different numbers of backward passes: DDP's all-reduce needs the same.
+            raise DensecodeError("algo.skip_zero_advantage_rows runs on one process only; set it to false for a "
+                                 f"{self.accelerator.num_processes}-process run")
         self.kl_ctl = make_kl_controller(cfg.algo, _kl_weight(reward_fn, cfg))
         self.state = TrainState()
         self.run = RunDir(self.run_dir, is_main=self.accelerator.is_main_process)
@@ -163,7 +168,7 @@ class Trainer:
         n_micro = max(1, cfg.grad_accum_steps)
         gen = torch.Generator().manual_seed(seed_for(cfg.seed, step, self.accelerator.process_index, 3))
         means = RunningMeans()
-        skipped = no_signal = 0
+        skipped = no_signal = rows_total = rows_run = 0
         self.policy_value.train()
         epochs = int(self.algo.epochs)
         early_stopped = 0.0
@@ -177,16 +182,21 @@ class Trainer:
                     break
                 mb_kl_sum, mb_kl_n = 0.0, 0
                 micro_parts = [m for m in torch.tensor_split(mb_idx, min(n_micro, len(mb_idx))) if len(m)]
-                for k, micro_idx in enumerate(micro_parts):
-                    mb = batch.select(micro_idx).trimmed()
-                    last = k == len(micro_parts) - 1
+                parts = update_parts(batch, micro_parts, self.algo, self.settings)
+                rows_total += len(mb_idx)
+                rows_run += sum(mb.size for mb, _ in parts)
+                if not parts:  # no row with a gradient: what a zero gradient does (skip_zero_gradient is on)
+                    no_signal += 1
+                    continue
+                for k, (mb, scale) in enumerate(parts):
+                    last = k == len(parts) - 1
                     # Sync gradients across processes only on the last micro-batch.
                     ctx = self.accelerator.no_sync(self.policy_value) if not last else nullcontext()
                     with ctx:
                         out = self.policy_value(mb.input_ids, mb.attention_mask, mb.position_ids, mb.response_ids,
                                                 temperature=batch.temperature, with_values=self.algo.needs_value_head)
                         loss, st = self.algo.loss(mb, out)
-                        self.accelerator.backward(loss / len(micro_parts))
+                        self.accelerator.backward(loss * scale / len(micro_parts))
                     with torch.no_grad():
                         # approx_kl(π_old ‖ π) of this micro-batch, k3 (CleanRL), whatever the algorithm logs.
                         logratio = out.logprobs.detach() - mb.logprobs
@@ -227,6 +237,8 @@ class Trainer:
         stats = means.means()
         stats.update({"train/skipped_updates": float(skipped), "train/zero_gradient_minibatches": float(no_signal),
                       "train/early_stopped": early_stopped, "train/minibatches_done": float(minibatches_done)})
+        if cfg.skip_zero_advantage_rows:
+            stats["train/update_rows_frac"] = rows_run / max(rows_total, 1)  # rows the update ran
         if skipped:
             warnings.warn(f"step {step}: {skipped} optimizer update(s) skipped because the loss or gradients "
                           "were NaN/inf (weights unchanged by those updates)", RuntimeWarning, stacklevel=2)
