@@ -314,9 +314,9 @@ def run_training(runs: list[Run], args, workdir: Path, bar) -> None:
         if finished(d, args.steps):
             bar.update(1)
             continue
-        from densecode.cli.train import _holds_a_run
+        from densecode.training import holds_a_run
 
-        todo.append((run, d, _holds_a_run(d)))
+        todo.append((run, d, holds_a_run(d)))
     if args.in_process:
         from densecode.cli import main as cli_main
 

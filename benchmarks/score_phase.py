@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_runs:
         return from_runs([Path(d) for d in args.from_runs])
 
-    from densecode.cli.train import build_trainer
+    from densecode.training import build_trainer
     from densecode.config import load_config, resolve_config_path
     from densecode.eval.bench_records import emit, figure
 

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from tqdm import tqdm
 
-    from densecode.cli.train import build_trainer
+    from densecode.training import build_trainer
     from densecode.config import load_config, resolve_config_path
     from densecode.testing import make_tiny_model
 

@@ -29,7 +29,7 @@ class _Spy:
 
 def test_training_rollout_passes_the_code_prefix(tiny_model_dir, tmp_path, monkeypatch):
     import densecode.generation
-    from densecode.cli.train import build_trainer
+    from densecode.training import build_trainer
 
     spy = _Spy()
     monkeypatch.setattr(densecode.generation, "generate", spy)
@@ -57,7 +57,7 @@ def test_domain_eval_passes_the_code_prefix(tiny_model_dir, monkeypatch):
 def test_eval_and_generate_commands_pass_the_code_prefix(tiny_model_dir, tmp_path, monkeypatch):
     import densecode.generation
     from densecode.cli import main
-    from densecode.cli.eval import sample
+    from densecode.eval.runner import sample
 
     spy = _Spy()
     monkeypatch.setattr(densecode.generation, "generate", spy)

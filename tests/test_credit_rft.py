@@ -168,7 +168,7 @@ def test_early_stop_on_approx_kl(tiny_model_dir, tmp_path):
 
 
 def test_bad_credit_and_rft_settings_are_config_errors(tmp_path):
-    from densecode.cli.train import build_algorithm
+    from densecode.training import build_algorithm
     from densecode.errors import ConfigError
 
     with pytest.raises(ConfigError):

@@ -192,7 +192,8 @@ def _sources(*roots: str) -> dict[str, Path]:
 
 
 def test_rl_imports_no_domain_eval_or_cli():
-    banned = ("densecode.domains", "densecode.eval", "densecode.cli", "densecode.cli.train", "densecode.simulators",
+    banned = ("densecode.domains", "densecode.eval", "densecode.cli", "densecode.training", "densecode.api",
+              "densecode.simulators",
               "densecode_robosim", "densecode.embedded")
     bad = {name: sorted(i for i in _imports(path, top_level_only=False) if i.startswith(banned))
            for name, path in _sources("densecode/rl").items()}

@@ -135,7 +135,7 @@ def test_mbppplus_split_selects_mbpp_ids_and_cli_default_is_all(tmp_path):
     assert [t.number for t in mbpp.load_tasks("mbppplus", path, "all")] == [2, 11, 510, 511, 601, 700]
     assert [t.number for t in mbpp.load_tasks("mbppplus", path, "test")] == [11, 510]
     assert [t.number for t in mbpp.load_tasks("mbppplus", path, "train")] == [601, 700]
-    from densecode.cli.eval import default_split
+    from densecode.eval.spec import default_split
 
     assert [default_split("mbppplus", None), default_split("mbpp", None), default_split(None, None)] == \
         ["all", "test", "test"]
@@ -282,7 +282,7 @@ def test_write_run_writes_json_markdown_png(tmp_path):
 
 
 def test_resolve_eval_model_accepts_train_run_dirs(tmp_path):
-    from densecode.cli.eval import resolve_eval_model
+    from densecode.eval.runner import resolve_eval_model
 
     run = tmp_path / "run"
     for step in ("step-000010", "step-000020"):
@@ -397,7 +397,7 @@ def test_prompt_longer_than_context_scores_as_failure(tiny_model_dir, tmp_path):
 def test_roboeval_breakdown_columns_from_known_programs(tmp_path, monkeypatch):
     """Five phrasings, five programs with known fates -> the paper's four columns."""
     from densecode.cli import main
-    from densecode.cli import eval as cli
+    from densecode.eval import runner
 
     example = Path(__file__).resolve().parents[2] / "shared" / "docs" / "example_task.py"
     if not example.is_file():
@@ -411,7 +411,7 @@ def test_roboeval_breakdown_columns_from_known_programs(tmp_path, monkeypatch):
         "    say('hello')\n",  # runs cleanly, fails the task check
         "    go_to('library'\n",  # syntax error: counts as a Python error in the paper's table
     ]
-    monkeypatch.setattr(cli, "_robo_bodies", lambda args, prompts, out: [[b] for b in bodies])
+    monkeypatch.setattr(runner, "_robo_bodies", lambda args, prompts, out: [[b] for b in bodies])
     assert main(["eval", "--benchmark", "roboeval", "--data", str(example), "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["breakdown"] == {"Python error": 2, "robot-execution error": 1, "task failure": 1, "success": 1}

@@ -450,7 +450,7 @@ def test_sequence_reward_mean_is_length_neutral():
 
 @pytest.mark.parametrize("name", ["robotics-grpo", "code-grpo"])
 def test_grpo_configs_build_microcoder(name):
-    from densecode.cli.train import build_algorithm
+    from densecode.training import build_algorithm
     from densecode.config import load_config
 
     cfg = load_config(name)

@@ -466,7 +466,7 @@ def test_repetition_window_that_can_never_fire_warns():
 
 @pytest.mark.parametrize("domain", ["robotics", "code", "codegen"])
 def test_algo_grpo_has_a_grpo_config_per_domain(domain):
-    from densecode.cli.train import resolve_config
+    from densecode.training import resolve_config
     from densecode.rewards import effective_weights
 
     args = SimpleNamespace(config=None, overrides=[], domain=domain, model=None, algo="grpo", resume=None,

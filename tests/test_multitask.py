@@ -374,7 +374,7 @@ def test_a_two_task_grpo_step_applies_each_tasks_beta_to_its_own_samples(tiny_mo
     """toy-a's beta is 0, toy-b's 2: every micro-batch's KL loss is 2 * k3 on toy-b's rows only."""
     import torch
 
-    from densecode.cli.train import build_trainer
+    from densecode.training import build_trainer
     from densecode.rl.grpo import aggregate, k3_kl
 
     cfg = _cfg("algo.name=grpo", "reward.weights.kl=0", "algo.grpo.group_size=2", "algo.grpo.repetition_window=3",

@@ -32,7 +32,7 @@ def test_check_passes_and_covers_every_api_function(checked_tasks, capsys):
 
 def test_lint_knows_the_plugins_api(checked_tasks):
     """tasks.api names are builtins for lint: a correct reference gets no F821 'undefined name' penalty."""
-    from densecode.cli.explain import score_generations
+    from densecode.eval.explain import score_generations
 
     _, tasks = checked_tasks
     rows = [{"prompt": t["prompt"], "completion": t["reference"], "task": t} for t in tasks[:6]]
@@ -43,7 +43,7 @@ def test_lint_knows_the_plugins_api(checked_tasks):
 
 
 def test_explain_uses_the_elevator_simulator(checked_tasks, tmp_path):
-    from densecode.cli.explain import score_generations
+    from densecode.eval.explain import score_generations
 
     _, tasks = checked_tasks
     task = next(t for t in tasks if "pick_up" in t["reference"])

@@ -245,7 +245,7 @@ def test_multi_passes_its_style_to_each_task(chat_tokenizer):
 
 
 def test_training_drops_completion_stops_for_chat(chat_tokenizer, plain_tokenizer):
-    from densecode.cli.train import use_prompt_style
+    from densecode.training import use_prompt_style
 
     cfg = load_config("robotics")
     assert use_prompt_style(cfg, build_domain(cfg), plain_tokenizer) == "completion" and cfg.generation.stop
@@ -276,7 +276,7 @@ def test_an_answer_prefix_opens_the_block_and_its_fence_ends_the_answer(chat_tok
     fence, the response is all code (regions, rewards and the judge read it whole)."""
     import json
 
-    from densecode.cli.train import use_prompt_style
+    from densecode.training import use_prompt_style
     from densecode.generation import cut_at_stop
 
     rows = [{"task_id": n, "text": "Write a function to add two numbers.", "code": "def add(a, b):\n    return a + b\n",

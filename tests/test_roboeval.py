@@ -374,7 +374,7 @@ def test_cli_flags_semantics_prompt_style_subset(checkout, tmp_path, monkeypatch
     import json
 
     from densecode.cli import main
-    from densecode.cli import eval as cli
+    from densecode.eval import runner
 
     seen = {}
 
@@ -382,7 +382,7 @@ def test_cli_flags_semantics_prompt_style_subset(checkout, tmp_path, monkeypatch
         seen["prompts"] = prompts
         return [['    print("hi")\n    say("arrived")\n'] for _ in prompts]
 
-    monkeypatch.setattr(cli, "_robo_bodies", fake_bodies)
+    monkeypatch.setattr(runner, "_robo_bodies", fake_bodies)
     base = ["eval", "--benchmark", "roboeval", "--data", str(checkout), "--limit", "2"]
     assert main([*base, "--out", str(tmp_path / "cb")]) == 0
     results = json.loads((tmp_path / "cb" / "results.json").read_text())

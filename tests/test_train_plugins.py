@@ -4,7 +4,7 @@ import json
 from types import SimpleNamespace
 
 from densecode.cli import main
-from densecode.cli.train import resolve_config
+from densecode.training import resolve_config
 
 
 def _args(**kw):
@@ -47,7 +47,7 @@ def test_robosim_backend_options_from_config():
 
     from densecode.config import load_config
     from densecode.errors import DensecodeError
-    from densecode.cli.train import build_reward_fn
+    from densecode.training import build_reward_fn
 
     cfg = load_config("robotics", ["tasks.sim={mode: dynamic, clean_credit: 0.0}"])
     sim = build_reward_fn(cfg).components["sim"].simulator
