@@ -61,7 +61,7 @@ def main() -> int:
 
     from transformers import AutoTokenizer
 
-    from densecode.cli import main as densecode_main
+    from densecode.api import explain
     from densecode.config import load_config
     from densecode.domains import build_domain, build_reward_fn
     from densecode.rewards import make_sample
@@ -79,11 +79,8 @@ def main() -> int:
     batch = build_reward_fn(cfg, domain)(samples)
     rollouts = write_rollouts(out / "rollouts.jsonl", samples, batch, step=0, append=False)
     html = out / "report.html"
-    code = densecode_main(["explain", "--in", str(rollouts), "--out", str(html),
-                           "--title", f"densecode reward explorer — {args.domain}: " +
-                           "; ".join(f"{i}: {kind}" for i, (_, _, kind) in enumerate(items))])
-    if code != 0:
-        return code
+    explain(rollouts, html, title=f"densecode reward explorer — {args.domain}: " +
+            "; ".join(f"{i}: {kind}" for i, (_, _, kind) in enumerate(items)))
     for i, (s, (_, _, kind)) in enumerate(zip(samples, items)):
         worst = int(batch.total[i].argmin()) if s.n_tokens else None
         shown = s.response[slice(*s.token_spans[worst])] if worst is not None else ""

@@ -103,7 +103,7 @@ def main() -> int:
         sys.exit(f"MBPP not found at {MBPP} (expected ../shared/data beside the repo)")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-    from densecode.cli import main as densecode_main
+    from densecode.api import explain
     from densecode.config import RewardConfig
     from densecode.rewards import build_assembler, make_sample
     from densecode.rewards.explain import write_rollouts
@@ -120,10 +120,7 @@ def main() -> int:
     batch = assembler(samples)
     rollouts = write_rollouts(out / "rollouts.jsonl", samples, batch, step=0, append=False)
     html_path = out / "report.html"
-    code = densecode_main(["explain", "--in", str(rollouts), "--out", str(html_path),
-                           "--title", "densecode reward explorer — MBPP demo"])
-    if code != 0:
-        return code
+    explain(rollouts, html_path, title="densecode reward explorer — MBPP demo")
     report = js_selftest(html_path)
     print("JS self-test:", report.replace('<pre id="selftest">', ""))
     if "SELFTEST-OK" not in report:

@@ -44,7 +44,7 @@ def commitmsg_responses(tasks: list[dict]) -> list[str]:
 
 
 def render(domain_name: str, out_dir: Path, tok) -> Path:
-    from densecode.cli import main as densecode_main
+    from densecode.api import explain
     from densecode.config import load_config
     from densecode.domains import build_domain, build_reward_fn
     from densecode.rewards import make_sample
@@ -59,10 +59,7 @@ def render(domain_name: str, out_dir: Path, tok) -> Path:
     batch = build_reward_fn(cfg, domain)(samples)
     rollouts = write_rollouts(out_dir / f"{domain_name}_rollouts.jsonl", samples, batch, step=0, append=False)
     html = out_dir / f"{domain_name}_explain.html"
-    code = densecode_main(["explain", "--in", str(rollouts), "--out", str(html),
-                           "--title", f"densecode reward explorer — {domain_name}"])
-    if code != 0:
-        raise SystemExit(code)
+    explain(rollouts, html, title=f"densecode reward explorer — {domain_name}")
     for i, s in enumerate(samples):
         total = float(batch.total[i].sum())
         print(f"{domain_name} sample {i}: total reward {total:+.3f}; response {s.response[:70]!r}")
