@@ -25,6 +25,8 @@ from densecode.prompts import fenced
 from densecode.rewards.sample import text_sample
 
 FORMATS = ("auto", "mbpp", "prompt")
+TRAIN_SAMPLING = ("uniform", "signal")
+POOL_INDEX = "_pool_index"  # a training task's index in the pool (train_sampling: signal counts its outcomes)
 
 
 @dataclass
@@ -36,6 +38,10 @@ class CodeOptions(DomainOptions):
     limit: int = 0  # use only the first N training tasks (0 = all)
     format: str = "auto"  # auto | mbpp | prompt
     mbpp_splits: bool = True  # an MBPP file: train on 601-974, evaluate on 511-600
+    # How training prompts are drawn: uniform (with replacement), or signal: weighted by the chance that a prompt's
+    # next group of samples is mixed (pass and fail), from its pass/fail counts so far, so prompts that every sample
+    # fails are drawn less once seen (densecode/domains/prompt_sampling.py). For group credit (outcome, GRPO).
+    train_sampling: str = "uniform"
 
 
 def code_task_from_row(row: dict, where: str, fmt: str = "auto") -> tuple[str, dict]:
@@ -107,7 +113,11 @@ class CodeDomain(Domain):
         super().__init__(options, **kwargs)
         if self.options.format not in FORMATS:
             raise DensecodeError(f"tasks.format must be one of {', '.join(FORMATS)}; got {self.options.format!r}")
+        if self.options.train_sampling not in TRAIN_SAMPLING:
+            raise DensecodeError(f"tasks.train_sampling must be one of {', '.join(TRAIN_SAMPLING)}; got "
+                                 f"{self.options.train_sampling!r}")
         self._split_items: tuple[list, list] | None = None
+        self._sampler = None  # SignalSampler over the training items (train_sampling: signal)
 
     def prepare(self) -> None:
         self._items()
@@ -152,8 +162,39 @@ class CodeDomain(Domain):
         return [{**t, "prompt": p} for p, t in picks]
 
     def train_batch(self, n: int, seed: int) -> tuple[list[str], list[dict]]:
-        tasks = self.style_tasks(self.tasks("train", n, seed + int(self.options.train_seed)))
+        seed = seed + int(self.options.train_seed)
+        if self.options.train_sampling == "signal":
+            train = self._items()[0]
+            picks = self._signal_sampler().draw(n, seed)
+            tasks = [{**train[i][1], "prompt": train[i][0], POOL_INDEX: i} for i in picks]
+        else:
+            tasks = self.tasks("train", n, seed)
+        tasks = self.style_tasks(tasks)
         return [t.pop("prompt") for t in tasks], tasks
+
+    def _signal_sampler(self):
+        from densecode.domains.prompt_sampling import SignalSampler
+
+        if self._sampler is None:
+            self._sampler = SignalSampler(len(self._items()[0]))
+        return self._sampler
+
+    def on_step_end(self, view, batch, stats: dict) -> dict[str, float]:
+        if self.options.train_sampling != "signal":
+            return {}
+        from densecode.rl.grpo import outcome_of, sample_outputs
+
+        outcomes = [outcome_of(o) for o in sample_outputs(batch.reward_outputs, len(batch.tasks))]
+        sampler = self._signal_sampler()
+        sampler.observe([t.get(POOL_INDEX) for t in batch.tasks], outcomes, view.samples_per_prompt)
+        return {f"tasks/{k}": v for k, v in sampler.stats().items()}
+
+    def state_dict(self) -> dict | None:
+        return {"signal_sampler": self._sampler.state_dict()} if self._sampler is not None else None
+
+    def load_state_dict(self, state: dict) -> None:
+        if state and "signal_sampler" in state:
+            self._signal_sampler().load_state_dict(state["signal_sampler"])
 
     def chat_request(self, task: dict) -> str:
         return code_chat_request(task)
