@@ -332,3 +332,27 @@ def test_skipping_zero_advantage_rows_keeps_rows_a_value_loss_needs(tiny_model_d
     cfg = _cfg(tiny_model_dir, tmp_path, "algo.ppo.credit=gae", "algo.skip_zero_advantage_rows=true")
     tr = _trainer(cfg, tmp_path, PPOAlgorithm.from_config(cfg.algo, cfg.generation))
     assert tr.train_step(0)["train/update_rows_frac"] == 1.0
+
+
+def test_skipping_zero_advantage_rows_on_a_step_without_signal_still_takes_adams_step(tiny_model_dir, tmp_path):
+    """A minibatch with no signal row runs nothing, and its gradient is set to exactly 0: with skip_zero_gradient
+    off, Adam's moments still move the weights as they do when every row runs."""
+    weights = []
+    for skip in (False, True):
+        run = tmp_path / str(skip)
+        cfg = _cfg(tiny_model_dir, run, "algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4",
+                   "algo.ppo.negative_scale=0", "algo.ppo.epochs=1",
+                   f"algo.skip_zero_advantage_rows={str(skip).lower()}")
+        reward = SwitchableOutcome(graded=True)
+        tr = _trainer(cfg, run, PPOAlgorithm.from_config(cfg.algo, cfg.generation), reward)
+        tr.train_step(0)
+        reward.constant = True
+        before = {k: v.clone() for k, v in tr.unwrapped.policy.state_dict().items()}
+        st = tr.train_step(1)
+        assert st["train/zero_gradient_minibatches"] == 2 and st["train/minibatches_done"] == 2
+        assert st.get("train/update_rows_frac", 0.0) == 0.0  # no row ran (logged only with the flag on)
+        weights.append(tr.unwrapped.policy.state_dict())
+        assert any(not torch.equal(before[k], v) for k, v in weights[-1].items())
+    for k in weights[0]:
+        assert torch.allclose(weights[0][k], weights[1][k], atol=1e-6, rtol=1e-4), k
+

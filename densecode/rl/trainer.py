@@ -33,8 +33,8 @@ from typing import Any
 import torch
 
 from densecode.errors import DensecodeError
-from densecode.rl.minibatches import update_parts
 from densecode.rl.kl import make_kl_controller, reward_kl, sample_kl_coefs
+from densecode.rl.minibatches import UpdateRows, zero_gradients
 from densecode.rl.optim import clip_gradients, make_optimizer, policy_gradient, split_parameters
 from densecode.rl.tensors import masked_mean
 from densecode.rl.progress import StepProgress, closing, sigint_handler
@@ -103,10 +103,7 @@ class Trainer:
         self.policy_value, self.optimizer = self.accelerator.prepare(self.policy_value, self.optimizer)
         if self.reference is not None:
             self.reference.to(self.accelerator.device)
-        if self.settings.skip_zero_advantage_rows and self.accelerator.num_processes > 1:
-            # Processes would run different numbers of backward passes: DDP's all-reduce needs the same.
-            raise DensecodeError("algo.skip_zero_advantage_rows runs on one process only; set it to false for a "
-                                 f"{self.accelerator.num_processes}-process run")
+        self.update_rows = UpdateRows(self.settings, self.accelerator.num_processes)
         self.kl_ctl = make_kl_controller(cfg.algo, _kl_weight(reward_fn, cfg))
         self.state = TrainState()
         self.run = RunDir(self.run_dir, is_main=self.accelerator.is_main_process)
@@ -165,10 +162,9 @@ class Trainer:
         cfg = self.settings
         B = batch.size
         n_mb = max(1, min(cfg.num_minibatches, B))
-        n_micro = max(1, cfg.grad_accum_steps)
         gen = torch.Generator().manual_seed(seed_for(cfg.seed, step, self.accelerator.process_index, 3))
         means = RunningMeans()
-        skipped = no_signal = rows_total = rows_run = 0
+        skipped = no_signal = 0
         self.policy_value.train()
         epochs = int(self.algo.epochs)
         early_stopped = 0.0
@@ -181,13 +177,12 @@ class Trainer:
                 if early_stopped:
                     break
                 mb_kl_sum, mb_kl_n = 0.0, 0
-                micro_parts = [m for m in torch.tensor_split(mb_idx, min(n_micro, len(mb_idx))) if len(m)]
-                parts = update_parts(batch, micro_parts, self.algo, self.settings)
-                rows_total += len(mb_idx)
-                rows_run += sum(mb.size for mb, _ in parts)
-                if not parts:  # no row with a gradient: what a zero gradient does (skip_zero_gradient is on)
-                    no_signal += 1
-                    continue
+                parts, n_micro = self.update_rows.parts(batch, mb_idx, self.algo)
+                if not parts:  # no row with a gradient: what their forward/backward would give is exactly 0
+                    if cfg.skip_zero_gradient:
+                        no_signal += 1
+                        continue
+                    zero_gradients(self._policy_params + self._value_params)  # Adam still steps, as without it
                 for k, (mb, scale) in enumerate(parts):
                     last = k == len(parts) - 1
                     # Sync gradients across processes only on the last micro-batch.
@@ -196,7 +191,7 @@ class Trainer:
                         out = self.policy_value(mb.input_ids, mb.attention_mask, mb.position_ids, mb.response_ids,
                                                 temperature=batch.temperature, with_values=self.algo.needs_value_head)
                         loss, st = self.algo.loss(mb, out)
-                        self.accelerator.backward(loss * scale / len(micro_parts))
+                        self.accelerator.backward(loss * scale / n_micro)
                     with torch.no_grad():
                         # approx_kl(π_old ‖ π) of this micro-batch, k3 (CleanRL), whatever the algorithm logs.
                         logratio = out.logprobs.detach() - mb.logprobs
@@ -205,7 +200,8 @@ class Trainer:
                     for key, v in st.items():
                         means.add(key, v)
                     means.add("train/loss", loss.detach())
-                grad_norm, vf_grad_norm = self._clip_gradients()
+                grad_norm, vf_grad_norm = clip_gradients(self.accelerator, self.policy_value, self._policy_params,
+                                                         self._value_params, cfg.max_grad_norm)
                 if not (math.isfinite(grad_norm) and math.isfinite(vf_grad_norm)):
                     # A NaN/inf anywhere (loss, rewards, activations) poisons the all-reduced grads on
                     # every process alike, so every process skips this optimizer step together.
@@ -236,17 +232,12 @@ class Trainer:
         self.policy_value.eval()
         stats = means.means()
         stats.update({"train/skipped_updates": float(skipped), "train/zero_gradient_minibatches": float(no_signal),
-                      "train/early_stopped": early_stopped, "train/minibatches_done": float(minibatches_done)})
-        if cfg.skip_zero_advantage_rows:
-            stats["train/update_rows_frac"] = rows_run / max(rows_total, 1)  # rows the update ran
+                      "train/early_stopped": early_stopped, "train/minibatches_done": float(minibatches_done),
+                      **self.update_rows.stats()})
         if skipped:
             warnings.warn(f"step {step}: {skipped} optimizer update(s) skipped because the loss or gradients "
                           "were NaN/inf (weights unchanged by those updates)", RuntimeWarning, stacklevel=2)
         return stats
-
-    def _clip_gradients(self) -> tuple[float, float]:
-        return clip_gradients(self.accelerator, self.policy_value, self._policy_params, self._value_params,
-                              self.settings.max_grad_norm)
 
     def train_step(self, step: int) -> dict[str, float]:
         stats: dict[str, float] = {}
@@ -277,7 +268,7 @@ class Trainer:
         stats["perf/tokens_per_s"] = float(batch.response_mask.sum()) / max(dt, 1e-9)
         stats["perf/generate_tokens_per_s"] = float(batch.response_mask.sum()) / max(stats["time/generate_s"], 1e-9)
         self._last_batch = batch
-        return self._reduce(stats)
+        return mean_over_processes(self.accelerator, stats)
 
     def _set_reward_kl(self, beta: float) -> None:
         """The KL controller's β into the reward (an assembler without a kl component keeps its weights)."""
@@ -297,9 +288,6 @@ class Trainer:
 
     def _rollout_stats(self, batch: RolloutBatch) -> dict[str, float]:
         return rollout_stats(batch)
-
-    def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
-        return mean_over_processes(self.accelerator, stats)
 
     # ------------------------------------------------------------ eval, logging, checkpoints (densecode.rl.run_dir)
 
