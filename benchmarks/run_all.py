@@ -107,6 +107,9 @@ BENCHES = [
     # The default robotics recipe (64 prompts; ~12 s of CPU per step on 2 cores): one step in --quick.
     Bench("score_phase", "PPO score phase (critic + reference) on the default robotics run: share of the step",
           quick_args=["--steps", "1"], quick_timeout_s=90),
+    # Six robotics steps (two trainers, three steps each): full runs only, to keep --quick within 10 minutes.
+    Bench("update_rows", "PPO update CPU time with algo.skip_zero_advantage_rows vs every row, same steps",
+          full_only=True, full_args=["--steps", "3"], full_timeout_s=1800),
     # The two training comparisons get what the others leave (they take ~2 minutes together):
     # a few steps at half batch, only enough to show the pipeline runs; their full budgets are
     # the scripts' defaults.
