@@ -2,7 +2,8 @@
 
 Group methods (outcome credit over k samples of a prompt, GRPO) learn only from prompts whose samples disagree: a
 prompt every sample fails (or passes) gives every response the same advantage, 0. On a pool where the model passes
-few tasks (SmolLM2-135M on MBPP's train split: ~6% of samples at T=0.5), most of a step's samples are such prompts.
+few tasks (SmolLM2-135M on MBPP's train split at T=0.5: ~6% of samples in the first steps), most of a step's
+samples are such prompts.
 `signal` sampling draws a prompt with probability proportional to the chance that its next group of k samples is
 mixed, under a Beta posterior of its pass rate p:
 
