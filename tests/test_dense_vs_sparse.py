@@ -1,6 +1,7 @@
-"""benchmarks/dense_vs_sparse.py and what it stands on: the arms (per-component placement, spread), pairing the runs'
-per-task eval outcomes, the resumable sweep, and the --quick pipeline end to end (~35 s CPU)."""
+"""benchmarks/experiments/dense_vs_sparse.py and what it stands on: the arms (per-component placement, spread),
+pairing the runs' per-task eval outcomes, the resumable sweep, and the --quick pipeline end to end (~35 s CPU)."""
 
+import importlib
 import json
 import os
 import shutil
@@ -11,7 +12,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from benchmark_scripts import load_script
 
 from densecode.errors import DensecodeError
 from densecode.eval.sweep import (
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_bench():
-    return load_script("dense_vs_sparse")
+    return importlib.import_module("benchmarks.experiments.dense_vs_sparse")
 
 
 class Fixed(RewardComponent):
@@ -242,7 +242,7 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
     out = tmp_path / "dvs"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "sim"), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "dense_vs_sparse.py"), "--quick", "--out", str(out),
+    cmd = [sys.executable, "-m", "benchmarks.experiments.dense_vs_sparse", "--quick", "--out", str(out),
            "--no-progress", "--json", str(tmp_path / "records.json"), "--archive", str(tmp_path / "archive")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -271,12 +271,12 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "finished already" in again.stderr
     assert (out / "dense-seed0.log").stat().st_size == log_size
-    diag = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dense_vs_sparse.py"), "--diagnose",
+    diag = subprocess.run([sys.executable, "-m", "benchmarks.experiments.dense_vs_sparse", "--diagnose",
                            str(out / "sparse-seed0")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert diag.returncode == 0, diag.stderr[-2000:]
     assert "Explained variance" in diag.stdout and (out / "sparse-seed0" / "diagnosis.json").is_file()
     # Several runs pooled: the diagnosis lands beside them, not in the default --out of another domain.
-    pooled = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dense_vs_sparse.py"), "--diagnose",
+    pooled = subprocess.run([sys.executable, "-m", "benchmarks.experiments.dense_vs_sparse", "--diagnose",
                              str(out / "sparse-seed0"), str(out / "dense-seed0")], cwd=tmp_path, env=env,
                             capture_output=True, text=True)
     assert pooled.returncode == 0, pooled.stderr[-2000:]

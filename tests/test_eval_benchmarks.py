@@ -19,8 +19,10 @@ def run_all(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
     spec.loader.exec_module(module)
     bench_dir = tmp_path / "benchmarks"
-    bench_dir.mkdir()
-    (bench_dir / "good.py").write_text(
+    (bench_dir / "speed").mkdir(parents=True)
+    for package in (bench_dir, bench_dir / "speed"):  # run as `python -m benchmarks.speed.good` from tmp_path
+        (package / "__init__.py").write_text("")
+    (bench_dir / "speed" / "good.py").write_text(
         "import json, os\n"
         "print('pool 50.0 programs/s vs naive 10.0: 5.0x')\n"
         "json.dump([{'figure': 'programs/s', 'value': 50.0, 'unit': 'programs/s', 'baseline': 'naive',\n"
@@ -36,7 +38,7 @@ def run_all(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "LOG_DIR", tmp_path / "logs")
     monkeypatch.setattr(module, "QUICK_OUT", tmp_path / "quick")
     benches = [
-        module.Bench("good", "good figures"),
+        module.Bench("good", "good figures", group="speed"),
         module.Bench("plain", "prints only"),  # mentions --quick: gets it in quick mode
         module.Bench("broken", "exits 3"),
         module.Bench("slow", "sleeps", quick_args=["--x"], quick_timeout_s=2),
@@ -72,14 +74,14 @@ def test_run_all_only_keeps_earlier_rows(run_all, tmp_path):
 
 def test_full_only_entry_runs_its_script_and_is_left_out_of_quick(run_all, tmp_path, monkeypatch):
     other = run_all.Bench("good-other", "the good script with other arguments", script_name="good", full_only=True,
-                          full_args=["--other"])
+                          full_args=["--other"], group="speed")
     benches = [*run_all.BENCHES, other]
     monkeypatch.setattr(run_all, "BENCHES", benches)
     monkeypatch.setattr(run_all, "BY_NAME", {b.name: b for b in benches})
     assert run_all.main(["--only", "good-other", "--python", sys.executable]) == 0
     rows = json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]
     assert [(r["benchmark"], r["value"]) for r in rows] == [("good-other", 50.0)]
-    assert rows[0]["command"].endswith("benchmarks/good.py --other")
+    assert rows[0]["command"].endswith("-m benchmarks.speed.good --other")
     # --quick runs the others and keeps good-other's full-budget row as it was.
     assert run_all.main(["--quick", "--python", sys.executable]) == 0
     rows = {r["benchmark"]: r for r in json.loads((tmp_path / "benchmarks" / "RESULTS.json").read_text())["records"]}

@@ -184,13 +184,10 @@ def test_explain_picks_the_last_step_by_default(rollouts, tmp_path):
 def test_page_javascript_in_headless_chromium(rollouts, tmp_path):
     """Toggling components recolours tokens and tooltips list rule codes (needs Debian's chromium)."""
     import shutil
-    import sys
-    from pathlib import Path
 
     if not shutil.which("chromium"):
         pytest.skip("chromium not installed (apt-get install -y chromium)")
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from explain_screenshot import js_selftest
+    from benchmarks.figures.explain_screenshot import js_selftest
 
     path = rollouts[0]
     out = tmp_path / "report.html"

@@ -1,6 +1,6 @@
 """The grammar on real code: MBPP's reference solutions (../shared/data/mbpp; skipped when absent).
 
-Teacher-forced, as `benchmarks/syncode_overhead.py`'s MBPP section does it (the full count, all 974
+Teacher-forced, as `benchmarks/speed/syncode_overhead.py`'s MBPP section does it (the full count, all 974
 with a mask per token, is that script's job: about 20 minutes): check never rejects a token of a
 reference solution, and constrain's mask never blocks one, on the tiny test tokenizer (whose token
 boundaries differ from densecode-tiny's, so this also exercises other splits of the same code).

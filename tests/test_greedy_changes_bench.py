@@ -1,10 +1,10 @@
-"""benchmarks/greedy_changes.py: which changed answers differ only inside string literals."""
+"""benchmarks/experiments/greedy_changes.py: which changed answers differ only inside string literals."""
 
-from benchmark_scripts import load_script
+import importlib
 
 
 def test_literal_shape_blanks_strings_only():
-    bench = load_script("greedy_changes")
+    bench = importlib.import_module("benchmarks.experiments.greedy_changes")
     a = 'go_to("game room")\npick("umbrella")\n'
     b = "go_to('conference room')\npick(\"umbrella\")\n"
     assert bench.literal_shape(a) == bench.literal_shape(b)
@@ -13,7 +13,7 @@ def test_literal_shape_blanks_strings_only():
 
 
 def test_compare_counts_transitions_and_string_only_changes():
-    bench = load_script("greedy_changes")
+    bench = importlib.import_module("benchmarks.experiments.greedy_changes")
     before = (['go_to("a")\n', 'go_to("b")\n', "x = 1\n", "y = 2\n"],
               [{"outcome": "success"}, {"outcome": "robot_error"}, {"outcome": "success"}, {"outcome": "success"}])
     after = (['go_to("c")\n', 'go_to("d")\n', "x = 2 + 1\n", "y = 2\n"],
@@ -27,7 +27,7 @@ def test_compare_counts_transitions_and_string_only_changes():
 
 
 def test_first_change_position_and_fifths():
-    bench = load_script("greedy_changes")
+    bench = importlib.import_module("benchmarks.experiments.greedy_changes")
     assert bench.first_change_position("abcde", "xbcde") == 0.0
     assert bench.first_change_position("abcdefghij", "abcdefghiX") == 0.9
     assert bench.first_change_position("abc", "abcdef") == 1.0

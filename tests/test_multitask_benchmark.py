@@ -1,27 +1,19 @@
-"""benchmarks/multitask.py end to end at its --quick budget on two toy tasks and a tiny random model: every arm is a
-real `densecode train` run (in-process), the merged and specialist evals use the trainer's eval, the outputs are
+"""benchmarks/experiments/multitask.py end to end at its --quick budget on two toy tasks and a tiny random model:
+every arm is a real `densecode train` run (in-process), the merged and specialist evals use the trainer's eval, the outputs are
 written, a second call reuses everything, and a run cut short is continued with --resume."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
 import test_multitask  # noqa: F401  (registers the toy-a / toy-b domains)
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("multitask_bench", ROOT / "benchmarks" / "multitask.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("benchmarks.experiments.multitask")
 
 
 def _argv(tiny_model_dir, tmp_path, work="work"):

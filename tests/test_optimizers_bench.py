@@ -1,18 +1,17 @@
-"""benchmarks/optimizers.py: equal budgets per variant, seeds, and a tiny end-to-end run (~30 s CPU)."""
+"""benchmarks/experiments/optimizers.py: equal budgets per variant, seeds, and a tiny end-to-end run (~30 s CPU)."""
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from benchmark_scripts import load_script
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_bench():
-    return load_script("optimizers")
+    return importlib.import_module("benchmarks.experiments.optimizers")
 
 
 def sets(spec) -> dict:
@@ -46,7 +45,7 @@ def test_tiny_run_end_to_end_and_reuse(tmp_path):
     out = tmp_path / "opt"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "sim"), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "optimizers.py"), "--variants", "ppo-dense,microcoder",
+    cmd = [sys.executable, "-m", "benchmarks.experiments.optimizers", "--variants", "ppo-dense,microcoder",
            "--seeds", "0", "--steps", "1", "--eval-every", "1", "--eval-tasks", "6", "--responses-per-step", "4",
            "--group-size", "2", "--set", "generation.max_new_tokens=32", "--n-boot", "100", "--out", str(out),
            "--no-progress", "--archive", str(tmp_path / "archive")]

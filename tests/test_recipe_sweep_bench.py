@@ -1,11 +1,11 @@
-"""benchmarks/recipe_sweep.py: arms resume, archive and restore by their settings."""
+"""benchmarks/experiments/recipe_sweep.py: arms resume, archive and restore by their settings."""
 
+import importlib
 import json
 import shutil
 import sys
 
 import pytest
-from benchmark_scripts import load_script
 
 from densecode.errors import DensecodeError
 
@@ -24,7 +24,7 @@ def _finished_run(run_dir, steps=100):
 
 
 def test_an_arm_is_archived_restored_and_refused_under_other_overrides(tmp_path, monkeypatch):
-    bench = load_script("recipe_sweep")
+    bench = importlib.import_module("benchmarks.experiments.recipe_sweep")
 
     def no_training(cmd, **kwargs):
         raise AssertionError(f"trained although the arm is finished or archived: {cmd}")
@@ -51,7 +51,7 @@ def test_an_arm_is_archived_restored_and_refused_under_other_overrides(tmp_path,
 
 
 def test_an_arms_settings_are_its_command_overrides():
-    bench = load_script("recipe_sweep")
+    bench = importlib.import_module("benchmarks.experiments.recipe_sweep")
     from pathlib import Path
 
     cmd = bench.command("neg0-lr1e-4", Path("/nonexistent/run"), 0)

@@ -1,10 +1,10 @@
-"""benchmarks/rl_seeds.py: the independent check scores the model the runs started from."""
+"""benchmarks/experiments/rl_seeds.py: the independent check scores the model the runs started from."""
 
-from benchmark_scripts import load_script
+import importlib
 
 
 def load_bench():
-    return load_script("rl_seeds")
+    return importlib.import_module("benchmarks.experiments.rl_seeds")
 
 
 def test_base_model_follows_the_model_override():

@@ -81,9 +81,8 @@ def test_sweep_restores_archived_runs_as_finished_and_refuses_other_settings(tmp
 
 
 def test_ablation_reuses_the_main_comparisons_dense_and_sparse_runs(tmp_path):
-    from benchmark_scripts import load_script
+    from benchmarks.experiments import dense_vs_sparse as bench
 
-    bench = load_script("dense_vs_sparse")
     main = [RunSpec(f"{a}-seed0", tmp_path / "main" / f"{a}-seed0", "robotics", 10, [f"reward.mode={a}"])
             for a in ("dense", "sparse")]
     for spec in main:

@@ -247,9 +247,9 @@ def test_worker_dead_before_its_program_starts_is_replaced_and_the_program_still
 
 @pytest.mark.slow
 def test_soak_benchmark_runs_and_finds_no_growth():
-    """benchmarks/sandbox_soak.py at its smallest size: runs, judges the mix, reports no growth."""
+    """benchmarks/soak/sandbox_soak.py at its smallest size: runs, judges the mix, reports no growth."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "sandbox_soak.py"), "--programs", "1000",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.soak.sandbox_soak", "--programs", "1000",
                            "--batch", "500"], capture_output=True, text=True, check=False, cwd=root)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "OK: no growth in fds, threads or processes" in proc.stdout

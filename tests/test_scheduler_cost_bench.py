@@ -1,13 +1,12 @@
-"""benchmarks/multitask_scheduler_cost.py --from-run: the scheduler's share of a step from finished runs' metrics."""
+"""benchmarks/speed/multitask_scheduler_cost.py --from-run: the scheduler's share of a step from finished runs'
+metrics."""
 
 import json
 
 import pytest
-from benchmark_scripts import load_script
 
+from benchmarks.speed import multitask_scheduler_cost as cost_script
 from densecode.eval.run_archive import pack
-
-cost_script = load_script("multitask_scheduler_cost")
 
 
 def _run(tmp_path, name, steps):

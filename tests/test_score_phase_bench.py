@@ -1,8 +1,7 @@
-"""benchmarks/score_phase.py --from-runs: the score phase's share of the step read from finished runs' metrics."""
+"""benchmarks/speed/score_phase.py --from-runs: the score phase's share of the step read from finished runs' metrics."""
 
+import importlib
 import json
-
-from benchmark_scripts import load_script
 
 
 def write_run(run_dir, shares):
@@ -15,7 +14,7 @@ def write_run(run_dir, shares):
 
 
 def test_from_runs_reports_the_median_share_without_the_first_step(tmp_path, capsys):
-    bench = load_script("score_phase")
+    bench = importlib.import_module("benchmarks.speed.score_phase")
     # The first step (one-time costs) is left out: medians 0.9 s / 10 s CPU and 1.2 s / 10 s wall.
     write_run(tmp_path / "a", [(5.0, 5.0), (0.8, 1.1), (0.9, 1.2)])
     write_run(tmp_path / "b", [(5.0, 5.0), (1.0, 1.3)])

@@ -1,10 +1,10 @@
-"""benchmarks/syncode_overhead.py --prompts tasks: held-out prompts in the embedded model's own formats."""
+"""benchmarks/speed/syncode_overhead.py --prompts tasks: held-out prompts in the embedded model's own formats."""
 
-from benchmark_scripts import load_script
+import importlib
 
 
 def test_task_prompts_are_robotics_then_codegen_held_out_prompts():
-    bench = load_script("syncode_overhead")
+    bench = importlib.import_module("benchmarks.speed.syncode_overhead")
     prompts = bench.task_prompts(per_domain=2)
     assert len(prompts) == 4 and len(set(prompts)) == 4
     assert all("def task_program():" in p for p in prompts[:2])

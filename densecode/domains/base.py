@@ -272,7 +272,7 @@ class Domain(TaskSource):
         """One eval pass's per-task outcomes (the trainer writes them to eval_tasks.jsonl): for each task, in eval
         order, its id, outcome class and its value of the headline metric, `metrics([record])[headline]` (the
         headline metrics are means over tasks, so these average to the logged eval number). Paired comparisons
-        of runs (benchmarks/dense_vs_sparse.py) resample these tasks."""
+        of runs (benchmarks/experiments/dense_vs_sparse.py) resample these tasks."""
         metric = self.headline_metric
         values = []
         for r in records:

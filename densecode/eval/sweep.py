@@ -1,8 +1,8 @@
 """A sweep of `densecode train` runs (arms x seeds), each in its own folder, N at a time, resumable, one progress bar.
 
-The comparison benchmarks (benchmarks/dense_vs_sparse.py, benchmarks/optimizers.py) describe their runs as `RunSpec`s
-and call `run_sweep`. Each run is the CLI itself (`python -m densecode.cli train ...` in a subprocess, its output in
-`<run folder>.log`), so the numbers are what `densecode train` gives. Rerunning a sweep
+The comparison benchmarks (benchmarks/experiments/dense_vs_sparse.py, benchmarks/experiments/optimizers.py) describe
+their runs as `RunSpec`s and call `run_sweep`. Each run is the CLI itself (`python -m densecode.cli train ...` in a
+subprocess, its output in `<run folder>.log`), so the numbers are what `densecode train` gives. Rerunning a sweep
 - skips a finished run (its latest checkpoint is at the run's last step),
 - continues a crashed or killed one from its latest checkpoint (`densecode train --resume <folder>`; a run killed
   before its first checkpoint restarts from step 0 with its config.yaml),

@@ -11,7 +11,7 @@ Only components with a non-zero weight are computed.
 is summed over the response and put on the last token, so a sample's sparse total
 sums to exactly its dense total. Placement is per component: `sparse_keep_dense`
 listing every component but one moves only that one (the credit ablations of
-benchmarks/dense_vs_sparse.py --ablation).
+benchmarks/experiments/dense_vs_sparse.py --ablation).
 
 `RewardBatch.components` holds WEIGHTED per-token values (what went into the total);
 `RewardBatch.raw` holds the components' own values; `RewardBatch.outputs` their

@@ -1,6 +1,6 @@
 """Realistic reward workloads from MBPP: reference solutions and broken variants.
 
-Used by `benchmarks/reward_throughput.py` and `benchmarks/explain_screenshot.py`:
+Used by `benchmarks/speed/reward_throughput.py` and `benchmarks/figures/explain_screenshot.py`:
 each MBPP task gives a chat-style or completion-style sample whose code is the
 reference solution or a mutation of it with a known kind of fault:
 - `syntax`: the colon of the first block opener removed;

@@ -98,7 +98,7 @@ class RunDir:
 
     def write_eval_tasks(self, step: int, rows: list[dict] | None) -> None:
         """Append an eval's per-task outcomes (one row per pass: greedy, sampled) to eval_tasks.jsonl, so runs can
-        be compared task by task (paired bootstraps over tasks, benchmarks/dense_vs_sparse.py)."""
+        be compared task by task (paired bootstraps over tasks, benchmarks/experiments/dense_vs_sparse.py)."""
         if self.is_main and rows:  # a task source that keeps no per-task outcomes (the multi-task mix) has none
             self._append("eval_tasks.jsonl", [{"step": step, **row} for row in rows])
 

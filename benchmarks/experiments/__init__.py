@@ -1,0 +1,1 @@
+"""Training comparisons and probes: arms, seeds, confidence intervals (outputs in benchmarks/results/)."""

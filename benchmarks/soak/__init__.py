@@ -1,0 +1,1 @@
+"""Soak runs: resources after many programs or steps vs after warm-up."""

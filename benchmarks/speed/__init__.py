@@ -1,0 +1,1 @@
+"""Throughput and step-time measurements, each against a baseline measured in the same run."""
