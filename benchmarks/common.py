@@ -20,6 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MBPP = ROOT.parent / "shared" / "data" / "mbpp" / "mbpp.jsonl"
 
 
+def exit_with(main) -> None:
+    """`sys.exit(main())`, with a DensecodeError (a bad setting, task or model) as one line on stderr and exit 2."""
+    from densecode.errors import DensecodeError
+
+    try:
+        raise SystemExit(main())
+    except DensecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def checkout_first() -> None:
     """This checkout's densecode and sim/densecode_robosim ahead of any installed copy on sys.path."""
     sys.path[:0] = [str(ROOT), str(ROOT / "sim")]

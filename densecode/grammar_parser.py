@@ -17,7 +17,7 @@ everything that does not change when text is appended:
   or a dot first, at most 3 tokens into 1 (`1e+` -> FLOAT `1e+5`, `1_` -> `1_0`,
   `..` + `.` -> `...`); everything longer (strings,
   comments, line continuations) fails to lex while unfinished, so it is the
-  lexer's unlexed remainder, which is always re-lexed. `tests/test_grammar_parser.py`
+  lexer's unlexed remainder, which is always re-lexed. `tests/grammar/test_grammar_parser.py`
   checks the incremental lexer against a full re-lex on every prefix of real code
   and on random token sequences.
 - The LALR parser is driven on its state stack only (no parse tree, no value

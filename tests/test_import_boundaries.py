@@ -32,13 +32,13 @@ def test_robosim_package_imports_nothing_from_densecode():
 
 
 def test_robosim_tests_run_without_densecode():
-    files = [ROOT / "tests" / name for name in ("test_robosim.py", "test_robosim_tasks.py")]
+    files = [ROOT / "tests" / "sim" / name for name in ("test_robosim.py", "test_robosim_tasks.py")]
     assert densecode_imports(files) == []
     # and for real: the package and its test modules import with densecode made unimportable
     code = ("import sys; sys.modules['densecode'] = None; import densecode_robosim, densecode_robosim.env; "
             "import test_robosim, test_robosim_tasks; print('ok')")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "sim"), str(ROOT / "tests")])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT / "tests")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "sim"), str(ROOT / "tests" / "sim")])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT / "tests" / "sim")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 

@@ -295,10 +295,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from densecode.errors import DensecodeError
+    from benchmarks.common import exit_with
 
-    try:
-        raise SystemExit(main())
-    except DensecodeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    exit_with(main)

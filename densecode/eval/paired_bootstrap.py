@@ -12,7 +12,7 @@ step, and recomputes the statistic on the resampled seeds x tasks. Resampling ta
 would give another number"; resampling seeds covers "another training run would give another curve". The percentile
 interval of the replicates is reported. With few seeds (S = 3..5) the seed part of the interval is somewhat too
 narrow (a bootstrap of S values has (S-1)/S of their variance and no t quantile), which the tests measure on
-synthetic data (tests/test_paired_bootstrap.py); the task part is a little conservative.
+synthetic data (tests/eval/test_paired_bootstrap.py); the task part is a little conservative.
 
 A replicate's mean over the drawn seeds and tasks is `c_s . X . c_k / (S K)` with the draws' multiplicity counts
 `c_s`, `c_k`, so B replicates cost two matrix products, not B loops.

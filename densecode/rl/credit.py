@@ -38,7 +38,7 @@ next to the outcome (robotics: a failing robot line 0.8 x 0.25 = 0.2 of a succes
 Length: appending tokens without findings leaves every other token's advantage unchanged, and the appended
 tokens get what any finding-free token of the response gets (outcome and +local: A_i/σ; +dense: that
 − β·Σ_c b_{c,i}/σ), so no estimator pays a longer response more per token for the same outcome and findings
-(tests/test_credit_estimators.py checks it for each estimator).
+(tests/rl/test_credit_estimators.py checks it for each estimator).
 """
 
 from __future__ import annotations

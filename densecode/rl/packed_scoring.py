@@ -17,7 +17,7 @@ on `hidden_states[-1]`, which each chunk checks against the model's own logits a
 cap) is scored through its full logits instead.
 
 The result equals a forward pass over the padded layout within float noise
-(tests/test_score_once.py); the reference and the critic run one after the other on each chunk.
+(tests/rl/test_score_once.py); the reference and the critic run one after the other on each chunk.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Run once on the code from before the runner/backend moved into densecode.simulators (commit 3ac5611):
     git archive 3ac5611 | tar -x -C /tmp/old && cd /tmp/old && \
     PYTHONPATH=/tmp/old:/tmp/old/sim python <this file> <out.json>
-tests/test_simulators_robosim.py checks that today's backend reproduces every value.
+tests/simulators/test_simulators_robosim.py checks that today's backend reproduces every value.
 """
 import json, sys
 from densecode_robosim import RoboSimBackend

@@ -3,7 +3,7 @@
 A family knows how to draw its parameters, its names (entry point, argument names), how to describe the function in
 words, the reference body (source text, run only in the sandbox), a Python oracle that computes the expected value of a
 call (trusted code of this module: the asserts' expected values come from it), and how to draw inputs.
-The reference text and the oracle are two independent implementations: tests/test_codegen.py runs every reference in
+The reference text and the oracle are two independent implementations: tests/domains/test_codegen.py runs every reference in
 the sandbox against the oracle's asserts, so a wrong template or a wrong oracle shows up as a failing canonical answer.
 
 A `Spec` is one concrete function: family + parameters + names. Its `key` (what the split hash reads) is the function's

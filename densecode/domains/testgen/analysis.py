@@ -9,7 +9,7 @@ reporter does. The numbers then follow coverage.py's definitions:
     coverage        = (executed statements + executed branch arcs) / (statements + branch arcs)   (its "total")
 with one change: statements the module ran while loading (`def` lines, imports, constants: the `baseline`) belong to
 no test, so they are left out of both sides. With an empty baseline the numbers are coverage.py's own
-(tests/test_testgen.py checks both against coverage.py run on the same code).
+(tests/domains/test_testgen.py checks both against coverage.py run on the same code).
 """
 
 from __future__ import annotations
