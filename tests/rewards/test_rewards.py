@@ -435,7 +435,7 @@ def test_set_weight_and_config_errors(tok):
 def test_custom_component_by_class_path(tok):
     s = sample_of(tok, ROBOT_PROMPT, "    go_to('a')\n")
     cfg = RewardConfig(weights={"sim": 0, "kl": 0, "lint": 0, "syntax": 0, "length": 1.0},
-                       components={"length": {"class": "test_rewards:LengthPenalty", "per_token": -0.01}})
+                       components={"length": {"class": "tests.rewards.test_rewards:LengthPenalty", "per_token": -0.01}})
     batch = build_assembler(cfg, "robotics")([s])
     assert np.allclose(batch.total[0], -0.01)
 

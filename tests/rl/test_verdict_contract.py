@@ -69,7 +69,7 @@ def test_a_new_components_verdict_reaches_grpo_and_its_metrics_the_log(tiny_mode
         "generation.max_new_tokens=4", "train.eval_every=0", "train.save_every=0", "train.rollouts_every=1",
         "train.log_reference_kl=false", "algo.grpo.truncation_evidence=any_verdict", "algo.grpo.repetition_window=2",
         "algo.grpo.temperature_schedule={stages: [1.0]}",
-        "reward.components={parity: {class: 'test_verdict_contract:ParityComponent'}}",
+        "reward.components={parity: {class: 'tests.rl.test_verdict_contract:ParityComponent'}}",
         "reward.weights={parity: 1.0, lint: 0.0, syntax: 0.0, dfg: 0.0, tests: 0.0, kl: 0.0}",
     ])
     reward_fn = build_assembler(cfg.reward, "code")
