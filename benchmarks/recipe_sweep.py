@@ -33,6 +33,9 @@ OUTCOME = ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", "train.ba
 NEG0 = GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0",
                         "algo.ppo.negative_scale=0"]
 RFT = ["algo.name=rft", "algo.rft.samples_per_prompt=4", "train.batch_size=16"]
+GRPO = ["algo.name=grpo", "algo.grpo.group_size=4", "algo.grpo.num_iterations=1",
+        "algo.grpo.temperature_schedule.stages=[1.0]", "algo.grpo.temperature_schedule.switch_steps=[]",
+        "algo.skip_zero_advantage_rows=true"]
 ARMS: dict[str, list[str]] = {
     "gae": GAE,
     "outcome-lr1e-4": GAE + OUTCOME + ["train.lr=1e-4"],
@@ -62,6 +65,10 @@ ARMS: dict[str, list[str]] = {
     # Credit estimators (issue "Dense credit that pays") on the neg0 settings: β = algo.ppo.dense_scale.
     "neg0-dense-b0.5": NEG0 + ["algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
     "neg0-local-b0.5": NEG0 + ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
+    # MicroCoder-GRPO's group advantage on the neg0 settings (groups of 4, one pass, fixed T=1.0): does the
+    # alternative optimiser learn on the recipe, with failures pushed down (GRPO) or not (negative_scale 0)?
+    "grpo-p1-kl0": NEG0 + GRPO,
+    "grpo-p1-kl0-neg0": NEG0 + GRPO + ["algo.grpo.negative_scale=0"],
     "rft-p1-kl0": GAE + RFT + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0"],
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
