@@ -84,6 +84,10 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
         "gae": CODE_GAE + ["train.lr=2e-5"],
         "outcome": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
         "outcome-neg0": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
+        # Five times the samples (robotics' greedy gain needed 200 steps): does codegen's greedy follow?
+        "outcome-neg0-200steps": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
+                                                           "algo.skip_zero_advantage_rows=true"],
+        "gae-200steps": CODE_GAE + ["train.lr=2e-5", "train.steps=200"],
     },
     "testgen": {
         "gae": CODE_GAE + ["train.lr=1e-4"],
@@ -112,7 +116,7 @@ SETTINGS_FILE = "recipe_sweep.json"
 
 
 def overrides(arm: str, seed: int, domain: str = "robotics") -> list[str]:
-    # The code domains' runs are 40 steps: their eval at the start and the end only.
+    # The code domains' evals every 40 steps: start and end of the 40-step arms, a curve for the longer ones.
     evals = EVAL if domain == "robotics" else [*EVAL, "train.eval_every=40", "train.save_every=40"]
     return [*DOMAIN_ARMS[domain][arm], *evals, f"train.seed={seed}"]
 
