@@ -144,7 +144,9 @@ def row(arm: str, run_dir: Path) -> dict:
     from densecode.rl.report import eval_task_rows, window_means, paired_interval, read_metrics
 
     train, evals = read_metrics(run_dir)
-    tasks = eval_task_rows(run_dir)
+    # Task success from the outcomes: the same 0/1 values as robotics' and codegen's headline metric, and success
+    # rather than coverage for testgen.
+    tasks = eval_task_rows(run_dir, values="success")
     out = {"arm": arm, "steps": train[-1]["step"] if train else 0,
            "wall_min": (train[-1].get("elapsed_s", 0.0) / 60) if train else 0.0}
     for p in ("greedy", "sampled"):

@@ -215,6 +215,23 @@ def test_summary_reports_before_after_with_a_paired_interval(tmp_path):
     assert "## Diagnostics" in text and "updates too small" in text
 
 
+def test_summary_adds_task_success_where_the_headline_metric_is_not_success(tmp_path):
+    """testgen's per-task metric is coverage: summary.md reports it and the outcome's success beside it."""
+    import json
+
+    from densecode.rl.report import eval_task_rows, write_summary
+
+    outcomes = {0: ["success"] * 2 + ["failing_assert"] * 2, 40: ["success"] * 3 + ["incomplete"]}
+    rows = [{"step": 0, "pass": "greedy", "metric": "coverage", "values": [0.5] * 4, "outcomes": outcomes[0]},
+            {"step": 40, "pass": "greedy", "metric": "coverage", "values": [0.9] * 4, "outcomes": outcomes[40]}]
+    (tmp_path / "eval_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": 1}) + "\n")
+    assert eval_task_rows(tmp_path, values="success")[(40, "greedy")] == [1.0, 1.0, 1.0, 0.0]
+    text = write_summary(tmp_path).read_text()
+    assert "| greedy coverage | 0.500 | 0.900 | +0.400 [" in text
+    assert "| greedy success | 0.500 | 0.750 | +0.250 [" in text
+
+
 def test_freeze_embeddings_leaves_the_embeddings_out_of_the_update(tiny_model_dir):
     from densecode.config import ModelConfig
 
