@@ -91,6 +91,8 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
         "outcome-neg0-200steps": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
                                                            "algo.skip_zero_advantage_rows=true"],
         "gae-200steps": CODE_GAE + ["train.lr=2e-5", "train.steps=200"],
+        # MicroCoder-GRPO's group advantage on the same settings (robotics' grpo-p1-kl0-neg0).
+        "grpo-neg0-200steps": CODE_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
     },
     "testgen": {
         "gae": CODE_GAE + ["train.lr=1e-4"],
