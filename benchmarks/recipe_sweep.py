@@ -72,6 +72,11 @@ ARMS: dict[str, list[str]] = {
     # alternative optimiser learn on the recipe, with failures pushed down (GRPO) or not (negative_scale 0)?
     "grpo-p1-kl0": NEG0 + GRPO,
     "grpo-p1-kl0-neg0": NEG0 + GRPO + ["algo.grpo.negative_scale=0"],
+    # The located penalty on a place/object name the instruction does not mention (reward component `grounding`,
+    # densecode/domains/robotics_grounding.py), read by outcome+local credit on those tokens only: the diagnosed
+    # cause of the greedy losses (the same program naming another room) gets its own credit.
+    "neg0-grounding-b0.5": NEG0 + ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5",
+                                   "reward.weights.grounding=1.0", "algo.skip_zero_advantage_rows=true"],
     "rft-p1-kl0": GAE + RFT + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0"],
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
