@@ -202,6 +202,10 @@ class GRPOConfig:
     # outcome+dense = per component, its located findings' return-to-go minus their leave-one-out baseline;
     # outcome+local = each finding on its own tokens. Weighted by dense_scale.
     credit: GRPOCredit = "outcome"
+    # Multiplies the group advantage of responses below their group's mean (1 = GRPO; 0 = only the responses
+    # above it are reinforced, as algo.ppo.negative_scale: pushing failures down on a near-deterministic model
+    # spreads their mass over the vocabulary and raised the entropy, docs/results.md).
+    negative_scale: float = 1.0
     # densecode's first extension: a token-level group z-score of the attributable parts of these components.
     dense: bool = False
     dense_scale: float = 0.5  # weight of the token-level term (credit's or dense's) next to the group advantage

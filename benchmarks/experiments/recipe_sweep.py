@@ -33,6 +33,9 @@ OUTCOME = ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", "train.ba
 NEG0 = GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0",
                         "algo.ppo.negative_scale=0"]
 RFT = ["algo.name=rft", "algo.rft.samples_per_prompt=4", "train.batch_size=16"]
+GRPO = ["algo.name=grpo", "algo.grpo.group_size=4", "algo.grpo.num_iterations=1",
+        "algo.grpo.temperature_schedule.stages=[1.0]", "algo.grpo.temperature_schedule.switch_steps=[]",
+        "algo.skip_zero_advantage_rows=true"]
 ARMS: dict[str, list[str]] = {
     "gae": GAE,
     "outcome-lr1e-4": GAE + OUTCOME + ["train.lr=1e-4"],
@@ -59,9 +62,21 @@ ARMS: dict[str, list[str]] = {
     "neg0-2epochs": NEG0 + ["algo.ppo.epochs=2", "algo.early_stop_kl=0.02"],
     # Twice the samples: does greedy follow the sampled gain given more updates? (eval every 20 steps: the curve)
     "neg0-200steps": NEG0 + ["train.steps=200"],
+    # The update on signal rows only (algo.skip_zero_advantage_rows: the same update, ~6x less update time) buys
+    # steps within the default's 12 minutes: does greedy keep rising past 200?
+    "neg0-300steps": NEG0 + ["train.steps=300", "algo.skip_zero_advantage_rows=true"],
     # Credit estimators (issue "Dense credit that pays") on the neg0 settings: β = algo.ppo.dense_scale.
     "neg0-dense-b0.5": NEG0 + ["algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
     "neg0-local-b0.5": NEG0 + ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
+    # MicroCoder-GRPO's group advantage on the neg0 settings (groups of 4, one pass, fixed T=1.0): does the
+    # alternative optimiser learn on the recipe, with failures pushed down (GRPO) or not (negative_scale 0)?
+    "grpo-p1-kl0": NEG0 + GRPO,
+    "grpo-p1-kl0-neg0": NEG0 + GRPO + ["algo.grpo.negative_scale=0"],
+    # The located penalty on a place/object name the instruction does not mention (reward component `grounding`,
+    # densecode/domains/robotics_grounding.py), read by outcome+local credit on those tokens only: the diagnosed
+    # cause of the greedy losses (the same program naming another room) gets its own credit.
+    "neg0-grounding-b0.5": NEG0 + ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5",
+                                   "reward.weights.grounding=1.0", "algo.skip_zero_advantage_rows=true"],
     "rft-p1-kl0": GAE + RFT + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0"],
     "rft-lr1e-4": GAE + RFT + ["train.lr=1e-4"],
     "rft-lr1e-4-frozen-emb": GAE + RFT + ["train.lr=1e-4", "model.freeze_embeddings=true"],
@@ -77,6 +92,12 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
         "gae": CODE_GAE + ["train.lr=2e-5"],
         "outcome": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
         "outcome-neg0": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
+        # Five times the samples (robotics' greedy gain needed 200 steps): does codegen's greedy follow?
+        "outcome-neg0-200steps": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
+                                                           "algo.skip_zero_advantage_rows=true"],
+        "gae-200steps": CODE_GAE + ["train.lr=2e-5", "train.steps=200"],
+        # MicroCoder-GRPO's group advantage on the same settings (robotics' grpo-p1-kl0-neg0).
+        "grpo-neg0-200steps": CODE_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
     },
     "testgen": {
         "gae": CODE_GAE + ["train.lr=1e-4"],
@@ -105,7 +126,7 @@ SETTINGS_FILE = "recipe_sweep.json"
 
 
 def overrides(arm: str, seed: int, domain: str = "robotics") -> list[str]:
-    # The code domains' runs are 40 steps: their eval at the start and the end only.
+    # The code domains' evals every 40 steps: start and end of the 40-step arms, a curve for the longer ones.
     evals = EVAL if domain == "robotics" else [*EVAL, "train.eval_every=40", "train.save_every=40"]
     return [*DOMAIN_ARMS[domain][arm], *evals, f"train.seed={seed}"]
 
@@ -130,7 +151,9 @@ def row(arm: str, run_dir: Path) -> dict:
     from densecode.rl.report import eval_task_rows, window_means, paired_interval, read_metrics
 
     train, evals = read_metrics(run_dir)
-    tasks = eval_task_rows(run_dir)
+    # Task success from the outcomes: the same 0/1 values as robotics' and codegen's headline metric, and success
+    # rather than coverage for testgen.
+    tasks = eval_task_rows(run_dir, values="success")
     out = {"arm": arm, "steps": train[-1]["step"] if train else 0,
            "wall_min": (train[-1].get("elapsed_s", 0.0) / 60) if train else 0.0}
     for p in ("greedy", "sampled"):

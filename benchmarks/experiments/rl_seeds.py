@@ -67,14 +67,16 @@ def before_after(run_dir: Path) -> dict:
 
 
 def eval_task_values(run_dir: Path) -> dict[str, dict[int, list[float]]]:
-    """Per eval pass (greedy, sampled): {step: per-task values} from the run's eval_tasks.jsonl."""
-    path = run_dir / "eval_tasks.jsonl"
+    """Per eval pass (greedy, sampled): {step: per-task values} from the run's eval_tasks.jsonl; where the domain's
+    headline metric is not success itself (testgen: coverage), also "<pass> success" from the tasks' outcomes."""
+    from densecode.rl.report import SUCCESS_METRICS, eval_task_metric, eval_task_rows
+
     out: dict[str, dict[int, list[float]]] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out.setdefault(r["pass"], {})[int(r["step"])] = [float(v) for v in r["values"]]
+    for (step, name), values in eval_task_rows(run_dir).items():
+        out.setdefault(name, {})[step] = values
+    if eval_task_metric(run_dir) not in (None, *SUCCESS_METRICS):
+        for (step, name), values in eval_task_rows(run_dir, values="success").items():
+            out.setdefault(f"{name} success", {})[step] = values
     return out
 
 
@@ -271,8 +273,12 @@ def main() -> int:
         print(f"{n:<14} before {mean_sd(before):<16} after {mean_sd(after):<16} "
               f"gain {mean_sd([a - b for a, b in zip(after, before)])}  (n={len(rows)})")
     paired = paired_gains(run_dirs)
+    from densecode.rl.report import eval_task_metric
+
+    metric = eval_task_metric(run_dirs[0]) if run_dirs else None
     for name, g in paired.items():
-        print(f"paired {name:<8} {g['before']:.3f} -> {g['after']:.3f}  gain {g['gain']:+.3f} "
+        label = name if " " in name else f"{name} {metric or ''}".strip()  # e.g. "greedy coverage"
+        print(f"paired {label:<16} {g['before']:.3f} -> {g['after']:.3f}  gain {g['gain']:+.3f} "
               f"[{g['lo']:+.3f}, {g['hi']:+.3f}] (95%, {g['seeds']} seeds x {g['tasks']} tasks; per seed "
               + " ".join(f"{x:+.3f}" for x in g["per_seed_gain"]) + ")")
     versus = paired_versus(run_dirs, [Path(p) for p in args.versus]) if args.versus else {}

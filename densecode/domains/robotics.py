@@ -55,6 +55,8 @@ class RoboticsDomain(Domain):
     description = "robot programs for RoboSim instructions, scored in the simulator"
     Options = RoboticsOptions
     default_weights: ClassVar[dict[str, float]] = {"lint": 0.1, "syntax": 0.1, "sim": 0.8, "kl": 0.9}
+    # Off unless reward.weights.grounding is set: a place/object name the instruction does not mention, located.
+    components: ClassVar[dict[str, str]] = {"grounding": "densecode.domains.robotics_grounding:GroundingComponent"}
     stop = STOP
     sampled_metric_names = ("success_rate", "executability", "parse_rate")
     chat_instruction = program_chat_instruction(API_PARAMS)

@@ -534,6 +534,8 @@ class GRPOAlgorithm(Algorithm):
         for reason in ("finished_wrong", "error_before_cut", "any_verdict"):
             tm.counts[f"truncated_incorrect_{reason}"] = sum(r == reason for r in reasons)
         seq_adv = torch.where(tm.masked, torch.zeros_like(seq_adv), seq_adv)
+        if g.negative_scale != 1.0:
+            seq_adv = torch.where(seq_adv < 0, seq_adv * float(g.negative_scale), seq_adv)
 
         advantages = seq_adv[:, None].expand(n, length).clone()
         stats: dict[str, float] = {}
@@ -622,6 +624,20 @@ class GRPOAlgorithm(Algorithm):
         if out.entropy is not None:
             stats["entropy"] = float(masked_mean(out.entropy.detach(), mb.response_mask))
         return loss, {f"grpo/{k}": torch.tensor(v) for k, v in stats.items()}
+
+    def signal_rows(self, mb) -> tuple[torch.Tensor, float] | None:
+        # A row whose advantages are all 0 adds 0 to the clipped surrogate and so no gradient, unless a k3 KL
+        # term (beta, or a task source's per-sample coefficients) gives it one.
+        if self.cfg.beta or mb.kl_coefs is not None:
+            return None
+        mask = mb.response_mask
+        rows = ((mb.advantages * mask) != 0).any(dim=1)
+        if self.cfg.loss_aggregation == "token":  # a token mean: the kept rows' share of the tokens
+            share = float(mask[rows].sum() / mask.sum().clamp(min=1.0))
+        else:  # a mean over the responses that have tokens: the kept rows' share of those
+            has_tokens = mask.sum(dim=1) > 0
+            share = float((rows & has_tokens).sum() / has_tokens.sum().clamp(min=1))
+        return rows, share
 
     def state_dict(self) -> dict:
         # JSON-able (the trainer writes it into trainer_state.json).

@@ -165,7 +165,12 @@ def paired_interval(before: list[float], after: list[float]) -> tuple[float, flo
     return mean, mean - half, mean + half
 
 
-def eval_task_rows(run_dir: Path) -> dict[tuple[int, str], list[float]]:
+SUCCESS_METRICS = ("success_rate", "pass_rate")  # headline metrics whose per-task value is already 0/1 success
+
+
+def eval_task_rows(run_dir: Path, values: str = "metric") -> dict[tuple[int, str], list[float]]:
+    """{(step, pass): per-task values} from a run's eval_tasks.jsonl. values="metric": the domain's headline metric
+    (testgen: coverage); "success": 1.0 where the task's outcome is "success", else 0.0 (every domain records it)."""
     path = run_dir / "eval_tasks.jsonl"
     rows: dict[tuple[int, str], list[float]] = {}
     if not path.is_file():
@@ -173,28 +178,46 @@ def eval_task_rows(run_dir: Path) -> dict[tuple[int, str], list[float]]:
     for line in path.read_text().splitlines():
         try:
             r = json.loads(line)
-            rows[(int(r["step"]), str(r["pass"]))] = [float(v) for v in r["values"]]
+            got = ([float(v) for v in r["values"]] if values == "metric"
+                   else [float(o == "success") for o in r["outcomes"]])
+            rows[(int(r["step"]), str(r["pass"]))] = got
         except (ValueError, KeyError, TypeError):
             continue
     return rows
 
 
+def eval_task_metric(run_dir: Path) -> str | None:
+    """The headline metric a run's eval_tasks.jsonl holds (None without that file)."""
+    path = run_dir / "eval_tasks.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                return str(json.loads(line)["metric"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    return None
+
+
 def before_after_lines(run_dir: Path) -> list[str]:
     """Per eval pass (greedy, sampled): the first and last eval's score on the same tasks and the paired 95%
-    interval of the change over tasks (one training seed: the task part of the noise only)."""
-    rows = eval_task_rows(run_dir)
-    passes = sorted({p for _, p in rows})
+    interval of the change over tasks (one training seed: the task part of the noise only); where the headline
+    metric is not success itself (testgen's coverage), task success too."""
+    metric = eval_task_metric(run_dir)
+    series = [("", eval_task_rows(run_dir))]
+    if metric is not None and metric not in SUCCESS_METRICS:
+        series = [(f" {metric}", series[0][1]), (" success", eval_task_rows(run_dir, values="success"))]
     out = []
-    for p in passes:
-        steps = sorted(s for s, q in rows if q == p)
-        if len(steps) < 2:
-            continue
-        a, b = rows[(steps[0], p)], rows[(steps[-1], p)]
-        if len(a) != len(b) or not a:
-            continue
-        mean, lo, hi = paired_interval(a, b)
-        out.append(f"| {p} | {sum(a) / len(a):.3f} | {sum(b) / len(b):.3f} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
-                   f"{len(a)} |")
+    for label, rows in series:
+        for p in sorted({q for _, q in rows}):
+            steps = sorted(s for s, q in rows if q == p)
+            if len(steps) < 2:
+                continue
+            a, b = rows[(steps[0], p)], rows[(steps[-1], p)]
+            if len(a) != len(b) or not a:
+                continue
+            mean, lo, hi = paired_interval(a, b)
+            out.append(f"| {p}{label} | {sum(a) / len(a):.3f} | {sum(b) / len(b):.3f} | {mean:+.3f} [{lo:+.3f}, "
+                       f"{hi:+.3f}] | {len(a)} |")
     if not out:
         return []
     return [f"Held-out score, step {steps[0]} → step {steps[-1]}, with the paired 95% interval of the change over "

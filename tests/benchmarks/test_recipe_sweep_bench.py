@@ -17,7 +17,10 @@ def _finished_run(run_dir, steps=100):
              "ppo/entropy": 0.12, "elapsed_s": 6.0 * s} for s in range(1, steps + 1)]
     rows += [{"kind": "eval", "step": s, "eval/success_rate": 0.5} for s in (0, steps)]
     (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    tasks = [{"pass": p, "step": s, "temperature": t, "values": v}
+    # The domain's headline metric per task (here a coverage-like degree) and each task's outcome class: the
+    # table reports task success, read from the outcomes.
+    tasks = [{"pass": p, "step": s, "temperature": t, "metric": "coverage", "values": [0.5 + x / 4 for x in v],
+              "outcomes": ["success" if x else "failing_assert" for x in v]}
              for p, t in (("greedy", 0.0), ("sampled", 1.0))
              for s, v in ((0, [0, 1, 0, 0]), (steps, [1, 1, 0, 1]))]
     (run_dir / "eval_tasks.jsonl").write_text("\n".join(json.dumps(r) for r in tasks) + "\n")

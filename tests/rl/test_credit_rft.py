@@ -17,6 +17,7 @@ from densecode.rl.credit import (
     outcome_advantages,
     reward_to_go,
 )
+from densecode.rl.grpo import GRPOAlgorithm
 from densecode.rl.ppo import PPOAlgorithm
 from densecode.rl.rft import RFTAlgorithm, keep_mask, rft_loss
 from densecode.rl.trainer import Trainer
@@ -215,6 +216,23 @@ def test_summary_reports_before_after_with_a_paired_interval(tmp_path):
     assert "## Diagnostics" in text and "updates too small" in text
 
 
+def test_summary_adds_task_success_where_the_headline_metric_is_not_success(tmp_path):
+    """testgen's per-task metric is coverage: summary.md reports it and the outcome's success beside it."""
+    import json
+
+    from densecode.rl.report import eval_task_rows, write_summary
+
+    outcomes = {0: ["success"] * 2 + ["failing_assert"] * 2, 40: ["success"] * 3 + ["incomplete"]}
+    rows = [{"step": 0, "pass": "greedy", "metric": "coverage", "values": [0.5] * 4, "outcomes": outcomes[0]},
+            {"step": 40, "pass": "greedy", "metric": "coverage", "values": [0.9] * 4, "outcomes": outcomes[40]}]
+    (tmp_path / "eval_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": 1}) + "\n")
+    assert eval_task_rows(tmp_path, values="success")[(40, "greedy")] == [1.0, 1.0, 1.0, 0.0]
+    text = write_summary(tmp_path).read_text()
+    assert "| greedy coverage | 0.500 | 0.900 | +0.400 [" in text
+    assert "| greedy success | 0.500 | 0.750 | +0.250 [" in text
+
+
 def test_freeze_embeddings_leaves_the_embeddings_out_of_the_update(tiny_model_dir):
     from densecode.config import ModelConfig
 
@@ -304,7 +322,11 @@ def test_stop_string_tokens_are_trained_as_the_end_action_when_asked(tiny_model_
                 assert r.end_tokens == 0 and list(s.token_ids) == r.token_ids
 
 
-@pytest.mark.parametrize("algo_name", ["ppo-neg0", "rft", "ppo-grad-accum"])
+GRPO_NEG0 = ["algo.name=grpo", "algo.grpo.group_size=4", "algo.grpo.negative_scale=0", "algo.grpo.num_iterations=2",
+             "algo.grpo.truncation_masking=none"]
+
+
+@pytest.mark.parametrize("algo_name", ["ppo-neg0", "rft", "ppo-grad-accum", "grpo-neg0", "grpo-sequence"])
 def test_skipping_zero_advantage_rows_takes_the_same_update(tiny_model_dir, tmp_path, algo_name):
     """algo.skip_zero_advantage_rows runs forward/backward only on rows with a nonzero advantage and rescales
     the loss: the weights after two steps match the full update's (float rounding aside), on fewer rows."""
@@ -312,13 +334,16 @@ def test_skipping_zero_advantage_rows_takes_the_same_update(tiny_model_dir, tmp_
                           "algo.ppo.epochs=2"],
              "ppo-grad-accum": ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4",
                                 "algo.ppo.negative_scale=0", "algo.grad_accum_steps=2"],
-             "rft": ["algo.name=rft", "algo.rft.samples_per_prompt=4"]}[algo_name]
+             "rft": ["algo.name=rft", "algo.rft.samples_per_prompt=4"],
+             "grpo-neg0": GRPO_NEG0,
+             "grpo-sequence": [*GRPO_NEG0, "algo.grpo.loss_aggregation=sequence"]}[algo_name]
+    algo_class = {"rft": RFTAlgorithm, "grpo-neg0": GRPOAlgorithm, "grpo-sequence": GRPOAlgorithm}.get(algo_name,
+                                                                                                        PPOAlgorithm)
     weights, rows_frac = [], []
     for skip in (False, True):
         run = tmp_path / str(skip)
         cfg = _cfg(tiny_model_dir, run, *extra, f"algo.skip_zero_advantage_rows={str(skip).lower()}")
-        algo = (RFTAlgorithm if algo_name == "rft" else PPOAlgorithm).from_config(cfg.algo, cfg.generation)
-        tr = _trainer(cfg, run, algo)
+        tr = _trainer(cfg, run, algo_class.from_config(cfg.algo, cfg.generation))
         start = {k: v.clone() for k, v in tr.unwrapped.policy.state_dict().items()}
         logs = [tr.train_step(s) for s in range(2)]
         rows_frac.append([lg.get("train/update_rows_frac") for lg in logs])
@@ -327,6 +352,24 @@ def test_skipping_zero_advantage_rows_takes_the_same_update(tiny_model_dir, tmp_
     assert any(not torch.equal(start[k], v) for k, v in weights[1].items())  # the runs did learn something
     for k in weights[0]:
         assert torch.allclose(weights[0][k], weights[1][k], atol=1e-6, rtol=1e-4), k
+
+
+def test_grpo_negative_scale_weighs_the_below_mean_responses(tiny_model_dir, tmp_path):
+    advantages = {}
+    for scale in (1.0, 0.5, 0.0):
+        run = tmp_path / str(scale)
+        cfg = _cfg(tiny_model_dir, run, *GRPO_NEG0[:2], "algo.grpo.truncation_masking=none",
+                   f"algo.grpo.negative_scale={scale}")
+        tr = _trainer(cfg, run, GRPOAlgorithm.from_config(cfg.algo, cfg.generation), SwitchableOutcome(graded=True))
+        batch, _ = tr.rollout(0)
+        tr.compute_rewards(batch)
+        tr.algo.compute_advantages(batch)
+        advantages[scale] = batch.advantages[:, 0].clone()
+    plain = advantages[1.0]
+    assert (plain < 0).any() and (plain > 0).any(), "the test needs groups with a spread"
+    for scale in (0.5, 0.0):
+        expected = torch.where(plain < 0, plain * scale, plain)
+        assert torch.allclose(advantages[scale], expected), scale
 
 
 def test_skipping_zero_advantage_rows_keeps_rows_a_value_loss_needs(tiny_model_dir, tmp_path):
