@@ -162,7 +162,8 @@ def row(arm: str, run_dir: Path) -> dict:
         mean, lo, hi = paired_interval(a, b)
         out[p] = {"before": sum(a) / len(a), "after": sum(b) / len(b), "gain": mean, "lo": lo, "hi": hi}
     for key, name in (("rollout/task_success", "rollout_success"), ("objective/kl", "kl"),
-                      ("ppo/entropy", "entropy"), ("rft/entropy", "entropy")):
+                      ("ppo/entropy", "entropy"), ("rft/entropy", "entropy"),
+                      ("grpo/entropy", "entropy")):
         fl = window_means(train, key, 5)
         if fl is not None:
             out[name] = fl
