@@ -72,6 +72,9 @@ ARMS: dict[str, list[str]] = {
     # alternative optimiser learn on the recipe, with failures pushed down (GRPO) or not (negative_scale 0)?
     "grpo-p1-kl0": NEG0 + GRPO,
     "grpo-p1-kl0-neg0": NEG0 + GRPO + ["algo.grpo.negative_scale=0"],
+    # GRPO's group-normalised advantages came out smaller than PPO's batch-whitened ones (grad norm 0.16 vs 0.40 at
+    # the same lr): the same step size needs ~2.5x the lr.
+    "grpo-p1-kl0-neg0-lr8e-5": NEG0 + GRPO + ["algo.grpo.negative_scale=0", "train.lr=8e-5"],
     # The located penalty on a place/object name the instruction does not mention (reward component `grounding`,
     # densecode/domains/robotics_grounding.py), read by outcome+local credit on those tokens only: the diagnosed
     # cause of the greedy losses (the same program naming another room) gets its own credit.
