@@ -61,7 +61,7 @@ from benchmarks.common import ROOT
 from densecode.errors import DensecodeError
 
 PASSES = ("greedy", "sampled")
-PUBLISHED_CONFIGS = {"robotics": "robotics-gae"}
+PUBLISHED_CONFIGS = {"robotics": "robotics-gae", "codegen": "codegen-gae"}
 # Full budget (issue #17) and the toy budget of --quick (2 runs of ~15 s CPU each: the pipeline end to end, no
 # evidence). An option given on the command line wins over either.
 FULL = {"seeds": [0, 1, 2, 3, 4], "steps": 80, "eval_every": 10, "eval_tasks": 500, "n_boot": 2000,

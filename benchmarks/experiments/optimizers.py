@@ -41,6 +41,8 @@ from pathlib import Path
 
 from benchmarks.common import ROOT
 
+# The PPO variants' config per domain, where the domain's default has moved on from the GAE recipe.
+GAE_CONFIGS = {"robotics": "robotics-gae", "codegen": "codegen-gae"}
 # name -> (config suffix after the domain, overrides)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "ppo-dense": ("", ["reward.mode=dense"]),
@@ -141,8 +143,8 @@ def variant_spec(name: str, seed: int, args, out: Path):
         overrides.append(f"train.batch_size={args.responses_per_step}")
     extra_args = ["--model", args.model] if args.model else []
     # The published comparison ran PPO on the GAE recipe (robotics-gae.yaml, robotics.yaml before its outcome-credit
-    # default); robotics-grpo.yaml is based on it.
-    config = "robotics-gae" if args.domain == "robotics" and not suffix else f"{args.domain}{suffix}"
+    # default; codegen-gae.yaml likewise); the -grpo configs are based on them.
+    config = f"{args.domain}{suffix}" if suffix else GAE_CONFIGS.get(args.domain, args.domain)
     return RunSpec(name=f"{name}-seed{seed}", run_dir=out / f"{name}-seed{seed}", config=config,
                    steps=args.steps, overrides=overrides + list(extra) + list(args.set or []), extra_args=extra_args)
 

@@ -89,18 +89,21 @@ ARMS: dict[str, list[str]] = {
 CODE_RECIPE = OUTCOME + ["train.lr=3e-5", "generation.top_p=1.0", "reward.weights.kl=0", "train.steps=40"]
 CODE_GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch_size=64", "generation.top_p=0.95",
             "train.steps=40", "reward.weights.kl=0.1"]
+# codegen's arms ran on configs/codegen-gae.yaml's values when that was codegen.yaml; these two are the settings
+# the shipped codegen.yaml has changed since that CODE_GAE does not spell out.
+CODEGEN_GAE = CODE_GAE + ["algo.ppo.negative_scale=1", "algo.skip_zero_advantage_rows=false"]
 DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
     "robotics": ARMS,
     "codegen": {
-        "gae": CODE_GAE + ["train.lr=2e-5"],
-        "outcome": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
-        "outcome-neg0": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
+        "gae": CODEGEN_GAE + ["train.lr=2e-5"],
+        "outcome": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
+        "outcome-neg0": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
         # Five times the samples (robotics' greedy gain needed 200 steps): does codegen's greedy follow?
-        "outcome-neg0-200steps": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
-                                                           "algo.skip_zero_advantage_rows=true"],
-        "gae-200steps": CODE_GAE + ["train.lr=2e-5", "train.steps=200"],
+        "outcome-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
+                                                              "algo.skip_zero_advantage_rows=true"],
+        "gae-200steps": CODEGEN_GAE + ["train.lr=2e-5", "train.steps=200"],
         # MicroCoder-GRPO's group advantage on the same settings (robotics' grpo-p1-kl0-neg0).
-        "grpo-neg0-200steps": CODE_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
+        "grpo-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
     },
     "testgen": {
         "gae": CODE_GAE + ["train.lr=1e-4"],

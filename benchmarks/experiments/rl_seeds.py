@@ -175,13 +175,18 @@ def check(domain: str, model: str, n_tasks: int) -> dict:
 SETTINGS_FILE = "rl_seeds.json"
 
 
-def settings(domain: str, seed: int, overrides: list[str], steps: int | None) -> dict:
+def settings(domain: str, seed: int, overrides: list[str], steps: int | None, config: str | None = None) -> dict:
     """What makes a run this script's run (written into its folder, checked against an archive's)."""
-    return {"domain": domain, "seed": seed, "overrides": list(overrides), "steps": steps}
+    out = {"domain": domain, "seed": seed, "overrides": list(overrides), "steps": steps}
+    if config is not None:  # only when given, so the runs archived before --config existed keep their settings
+        out["config"] = config
+    return out
 
 
-def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: int | None) -> subprocess.Popen:
-    cmd = [str(Path(sys.executable).parent / "densecode"), "train", "--domain", domain, "--no-progress",
+def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: int | None,
+          config: str | None = None) -> subprocess.Popen:
+    source = ["--config", config] if config is not None else ["--domain", domain]
+    cmd = [str(Path(sys.executable).parent / "densecode"), "train", *source, "--no-progress",
            "--output-dir", str(out_dir), "--set", f"train.seed={seed}"]
     if (out_dir / "config.yaml").is_file():
         # An unfinished run (a killed session) continues from its last checkpoint with its own config.yaml.
@@ -192,7 +197,7 @@ def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: in
         cmd += ["--steps", str(steps)]
     print("$", " ".join(cmd), flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / SETTINGS_FILE).write_text(json.dumps(settings(domain, seed, overrides, steps), indent=1))
+    (out_dir / SETTINGS_FILE).write_text(json.dumps(settings(domain, seed, overrides, steps, config), indent=1))
     with open(out_dir.with_suffix(".log"), "a") as log:  # the child keeps its own copy; a resumed run appends
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
@@ -200,6 +205,9 @@ def train(domain: str, seed: int, out_dir: Path, overrides: list[str], steps: in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--domain", default="robotics", help="the domain whose default run is measured")
+    parser.add_argument("--config", default=None,
+                        help="train this config (a file or a name in configs/, of --domain's domain) instead of the "
+                             "domain's default, e.g. codegen-gae")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--check-tasks", type=int, default=0, metavar="N",
                         help="also score base and final models on N test tasks of another draw (0 = off)")
@@ -229,14 +237,14 @@ def main() -> int:
 
             for seed, d in zip(args.seeds, run_dirs):
                 if not finished(d) and restore_if_archived(Path(args.archive), d, settings(
-                        args.domain, seed, args.overrides, args.steps), SETTINGS_FILE) is not None:
+                        args.domain, seed, args.overrides, args.steps, args.config), SETTINGS_FILE) is not None:
                     print(f"seed {seed}: restored from {args.archive}", flush=True)
         pending = [(seed, d) for seed, d in zip(args.seeds, run_dirs) if not finished(d)]
         running: list[tuple[subprocess.Popen, Path, float]] = []
         while pending or running:
             while pending and len(running) < max(1, args.parallel):
                 seed, run_dir = pending.pop(0)
-                running.append((train(args.domain, seed, run_dir, args.overrides, args.steps), run_dir,
+                running.append((train(args.domain, seed, run_dir, args.overrides, args.steps, args.config), run_dir,
                                 time.perf_counter()))
             time.sleep(2)
             for proc, run_dir, start in list(running):
@@ -251,8 +259,8 @@ def main() -> int:
 
             for seed, d in zip(args.seeds, run_dirs):
                 if not (d / SETTINGS_FILE).is_file():  # a run of an older version of this script
-                    (d / SETTINGS_FILE).write_text(json.dumps(settings(args.domain, seed, args.overrides, args.steps),
-                                                              indent=1))
+                    (d / SETTINGS_FILE).write_text(json.dumps(
+                        settings(args.domain, seed, args.overrides, args.steps, args.config), indent=1))
                 if archive_finished(d, Path(args.archive), max(read_evals(d))) is not None:
                     print(f"archived {d} in {args.archive}", flush=True)
 

@@ -74,6 +74,24 @@ def pack(run_dir: Path, archive_dir: Path, step: int) -> Path:
     return dest
 
 
+def replace_member(archive: Path, name: str, data: bytes) -> None:
+    """Rewrite one member of an archive (e.g. a script's settings file when the command that reproduces the run
+    now spells out a setting whose shipped default changed), the others kept byte for byte and in order; atomic."""
+    archive = Path(archive)
+    with tarfile.open(archive, "r:xz") as tar:
+        members = [(info, tar.extractfile(info).read() if info.isfile() else None) for info in tar.getmembers()]
+    if not any(info.name == name for info, _ in members):
+        raise DensecodeError(f"{archive} has no member {name}")
+    tmp = archive.with_name(archive.name + ".tmp")
+    with tarfile.open(tmp, "w:xz") as out:
+        for info, content in members:
+            if info.name == name:
+                content = data
+                info.size = len(data)
+            out.addfile(info, io.BytesIO(content) if content is not None else None)
+    os.replace(tmp, archive)
+
+
 def read_member(archive: Path, name: str) -> bytes | None:
     """One file of an archive (None when it has no such file)."""
     try:

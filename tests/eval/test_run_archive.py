@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from densecode.errors import DensecodeError
-from densecode.eval.run_archive import archived_step, main, pack, unpack
+from densecode.eval.run_archive import archived_step, main, pack, read_member, replace_member, unpack
 from densecode.eval.sweep import RunSpec, restore_archived, run_state
 
 
@@ -36,6 +36,23 @@ def test_pack_keeps_result_files_only_and_unpack_restores_them(tmp_path):
     for name in ("metrics.jsonl", "eval_tasks.jsonl", "config.yaml"):
         assert (other / name).read_bytes() == (run / name).read_bytes()
     assert not (other / "checkpoints").exists() and archived_step(run) is None
+
+
+def test_replace_member_rewrites_one_file_and_keeps_the_others(tmp_path):
+    run = tmp_path / "runs" / "dense-seed0"
+    make_run(run, RunSpec(name="dense-seed0", run_dir=run, config="codegen", steps=10))
+    archive = pack(run, tmp_path / "archive", step=10)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    replace_member(archive, "sweep.json", b'{"config": "codegen-gae"}')
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == names
+    assert read_member(archive, "sweep.json") == b'{"config": "codegen-gae"}'
+    assert read_member(archive, "metrics.jsonl") == (run / "metrics.jsonl").read_bytes()
+    assert unpack(archive, tmp_path / "elsewhere" / "dense-seed0") == 10
+    with pytest.raises(DensecodeError, match="no member nothing.json"):
+        replace_member(archive, "nothing.json", b"{}")
+    assert not list((tmp_path / "archive").glob("*.tmp"))
 
 
 def test_pack_refuses_a_folder_that_is_no_run(tmp_path):
