@@ -27,7 +27,8 @@ from pathlib import Path
 # The arms, as overrides of configs/robotics.yaml. Each spells out every setting it changes from the
 # reference arm `gae` (the recipe before the sweep) so the arm means the same whatever the default is.
 GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch_size=64", "train.lr=2e-5",
-       "generation.top_p=0.95", "train.steps=40", "reward.weights.kl=0.2", "train.num_threads=1"]
+       "generation.top_p=0.95", "train.steps=40", "reward.weights.kl=0.2", "train.num_threads=1",
+       "algo.skip_zero_advantage_rows=false"]
 OUTCOME = ["algo.ppo.credit=outcome", "algo.ppo.samples_per_prompt=4", "train.batch_size=16"]
 # The validation winner (the `outcome-p1-kl0-neg0` arm below), the base of the later arms.
 NEG0 = GAE + OUTCOME + ["train.lr=3e-5", "train.steps=100", "generation.top_p=1.0", "reward.weights.kl=0",
@@ -75,6 +76,8 @@ ARMS: dict[str, list[str]] = {
     # GRPO's group-normalised advantages came out smaller than PPO's batch-whitened ones (grad norm 0.16 vs 0.40 at
     # the same lr): the same step size needs ~2.5x the lr.
     "grpo-p1-kl0-neg0-lr8e-5": NEG0 + GRPO + ["algo.grpo.negative_scale=0", "train.lr=8e-5"],
+    # The larger lr lost greedy success (KL 6.8 nats); more samples at lr 3e-5 instead, as PPO's greedy gain needed.
+    "grpo-p1-kl0-neg0-200steps": NEG0 + GRPO + ["algo.grpo.negative_scale=0", "train.steps=200"],
     # The located penalty on a place/object name the instruction does not mention (reward component `grounding`,
     # densecode/domains/robotics_grounding.py), read by outcome+local credit on those tokens only: the diagnosed
     # cause of the greedy losses (the same program naming another room) gets its own credit.

@@ -14,8 +14,8 @@ needs the weights, so it needs the run folders themselves.
     .venv/bin/python -m benchmarks.experiments.rl_seeds --seeds 0 1 2 --parallel 2                       # robotics
     .venv/bin/python -m benchmarks.experiments.rl_seeds --domain codegen --seeds 0 1 2 --parallel 2 --check-tasks 300
     .venv/bin/python -m benchmarks.experiments.rl_seeds --summarize /tmp/rl/A_s0 /tmp/rl/A_s1   # existing runs
-    .venv/bin/python -m benchmarks.experiments.rl_seeds --seeds 0 1 2 --parallel 2 --workdir runs/rl_seeds_robotics \
-        --archive benchmarks/results/runs/rl_seeds-robotics      # kept with the project
+    .venv/bin/python -m benchmarks.experiments.rl_seeds --seeds 0 1 2 --workdir runs/rl_seeds_robotics_300 --steps 300 \
+        --set algo.skip_zero_advantage_rows=true --archive benchmarks/results/runs/rl_seeds-robotics-300   # kept
 
 Extra `--set KEY=VALUE` overrides are passed through to every training run.
 Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
