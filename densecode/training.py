@@ -35,7 +35,7 @@ def resolve_run_config(*, config=None, domain: str | None = None, overrides=(), 
             config_path = run_cfg
     if config_path is None:
         name = domain or "robotics"
-        # `--algo grpo` starts from the domain's GRPO config (MicroCoder settings, no KL), not the PPO one.
+        # `--algo grpo` starts from the domain's GRPO config (<domain>-grpo.yaml: no KL term), not the PPO one.
         name = f"{name}-grpo" if algo == "grpo" else name
         config_path = resolve_config_path(name)
         if not Path(config_path).is_file():

@@ -7,12 +7,13 @@ same number of sampled responses per step (PPO: R prompts × 1; GRPO: R/G prompt
 on the same held-out tasks every `--eval-every` steps, once per seed. Each run is one
 `densecode train` run (a subprocess, densecode.eval.sweep), so the numbers are what the CLI gives.
 
-Variants (configs/<domain>.yaml and configs/<domain>-grpo.yaml, --domain robotics by default):
+Variants (configs/<domain>.yaml and configs/<domain>-grpo.yaml; robotics and codegen: their -gae and -microcoder
+configs; --domain robotics by default):
   ppo-dense            PPO + value head on dense per-token rewards
   ppo-sparse           the same PPO run with the task components summed onto the last token (reward.mode: sparse)
   grpo                 plain GRPO: fixed temperature 1.0, no truncation masking, symmetric
                        clip 0.2, sequence-mean loss, no KL, outcome reward
-  microcoder           MicroCoder-GRPO (configs/<domain>-grpo.yaml): outcome reward, conditional
+  microcoder           MicroCoder-GRPO (configs/<domain>-microcoder.yaml): outcome reward, conditional
                        truncation masking on cut-proof evidence, paper repetition test, staged
                        diversity-driven temperature, clip-higher, token loss
   microcoder-dense     MicroCoder-GRPO + densecode's token-level term (syntax/lint/exception line)
@@ -43,6 +44,9 @@ from benchmarks.common import ROOT
 
 # The PPO variants' config per domain, where the domain's default has moved on from the GAE recipe.
 GAE_CONFIGS = {"robotics": "robotics-gae", "codegen": "codegen-gae"}
+# The GRPO variants' config per domain: MicroCoder-GRPO with the paper's settings (the variants' overrides are
+# changes of those), where <domain>-grpo.yaml has become the GRPO recipe.
+MICROCODER_CONFIGS = {"robotics": "robotics-microcoder", "codegen": "codegen-microcoder"}
 # name -> (config suffix after the domain, overrides)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "ppo-dense": ("", ["reward.mode=dense"]),
@@ -144,7 +148,8 @@ def variant_spec(name: str, seed: int, args, out: Path):
     extra_args = ["--model", args.model] if args.model else []
     # The published comparison ran PPO on the GAE recipe (robotics-gae.yaml, robotics.yaml before its outcome-credit
     # default; codegen-gae.yaml likewise); the -grpo configs are based on them.
-    config = f"{args.domain}{suffix}" if suffix else GAE_CONFIGS.get(args.domain, args.domain)
+    config = (MICROCODER_CONFIGS.get(args.domain, f"{args.domain}{suffix}") if suffix
+              else GAE_CONFIGS.get(args.domain, args.domain))
     return RunSpec(name=f"{name}-seed{seed}", run_dir=out / f"{name}-seed{seed}", config=config,
                    steps=args.steps, overrides=overrides + list(extra) + list(args.set or []), extra_args=extra_args)
 

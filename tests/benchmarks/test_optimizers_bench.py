@@ -35,7 +35,7 @@ def test_every_variant_samples_the_same_responses_per_step():
             assert spec.steps == 150
     assert sets(bench.variant_spec("ppo-sparse", 0, args, out))["reward.mode"] == "sparse"
     assert sets(bench.variant_spec("ppo-dense", 0, args, out))["reward.mode"] == "dense"
-    assert bench.variant_spec("microcoder", 0, args, out).config == "robotics-grpo"
+    assert bench.variant_spec("microcoder", 0, args, out).config == "robotics-microcoder"
     quick = bench.parse_args(["--quick"])
     assert quick.seeds == [0] and quick.steps == 20
     assert bench.parse_args(["--seed", "4"]).seeds == [4]

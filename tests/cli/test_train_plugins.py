@@ -17,7 +17,7 @@ def _args(**kw):
 def test_algo_grpo_starts_from_the_domain_grpo_config():
     cfg, path, _ = resolve_config(_args(domain="robotics", algo="grpo"))
     assert str(path).endswith("robotics-grpo.yaml")
-    assert cfg.algo.name == "grpo" and cfg.algo.grpo.group_size == 8
+    assert cfg.algo.name == "grpo" and cfg.algo.grpo.group_size == 4  # the recipe's 4 responses per prompt
     cfg, path, _ = resolve_config(_args(domain="robotics"))
     assert str(path).endswith("robotics.yaml") and cfg.algo.name == "ppo"
 

@@ -448,7 +448,7 @@ def test_sequence_reward_mean_is_length_neutral():
         sequence_rewards(batch, "max")
 
 
-@pytest.mark.parametrize("name", ["robotics-grpo", "code-grpo"])
+@pytest.mark.parametrize("name", ["robotics-microcoder", "codegen-microcoder", "code-grpo"])
 def test_grpo_configs_build_microcoder(name):
     from densecode.training import build_algorithm
     from densecode.config import load_config
@@ -489,7 +489,7 @@ def test_algorithm_state_roundtrips_through_json():
 def test_bad_grpo_settings_are_clear_cli_errors(capsys, tiny_model_dir, tmp_path):
     from densecode.cli import main
 
-    common = ["train", "--config", "robotics-grpo", "--model", str(tiny_model_dir), "--no-progress",
+    common = ["train", "--config", "robotics-microcoder", "--model", str(tiny_model_dir), "--no-progress",
               "--set", "train.num_threads=1"]  # robotics.yaml's 2 threads would stay set for later tests
     rc = main(common + ["--output-dir", str(tmp_path / "a"), "--set", "algo.grpo.temperature_schedule={stages: [1.2, 0.6]}"])
     assert rc == 2 and "must not decrease" in capsys.readouterr().err
