@@ -17,7 +17,8 @@ needs the weights, so it needs the run folders themselves.
     .venv/bin/python -m benchmarks.experiments.rl_seeds --seeds 0 1 2 --workdir runs/rl_seeds_robotics_300 --steps 300 \
         --set algo.skip_zero_advantage_rows=true --archive benchmarks/results/runs/rl_seeds-robotics-300   # kept
 
-Extra `--set KEY=VALUE` overrides are passed through to every training run.
+Extra `--set KEY=VALUE` overrides are passed through to every training run; `--config NAME` trains another shipped
+config of the domain instead of its default (e.g. `--domain robotics --config robotics-grpo`).
 Machine-readable figures (benchmarks/run_all.py convention) go to --json PATH or
 $DENSECODE_BENCH_JSON when either is set.
 """
