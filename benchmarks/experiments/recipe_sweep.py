@@ -107,6 +107,8 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
         "gae-200steps": CODEGEN_GAE + ["train.lr=2e-5", "train.steps=200"],
         # MicroCoder-GRPO's group advantage on the same settings (robotics' grpo-p1-kl0-neg0).
         "grpo-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
+        # GRPO's greedy was flat at 200 steps while its sampled success rose: does it follow later, as PPO's did?
+        "grpo-neg0-300steps": CODEGEN_GAE + CODE_RECIPE + ["train.steps=300", *GRPO, "algo.grpo.negative_scale=0"],
     },
     "testgen": {
         "gae": CODE_GAE + ["train.lr=1e-4"],
