@@ -147,7 +147,7 @@ def variant_spec(name: str, seed: int, args, out: Path):
         overrides.append(f"train.batch_size={args.responses_per_step}")
     extra_args = ["--model", args.model] if args.model else []
     # The published comparison ran PPO on the GAE recipe (robotics-gae.yaml, robotics.yaml before its outcome-credit
-    # default; codegen-gae.yaml likewise); the -grpo configs are based on them.
+    # default; codegen-gae.yaml likewise) and GRPO on MicroCoder's settings (the -microcoder configs, based on them).
     config = (MICROCODER_CONFIGS.get(args.domain, f"{args.domain}{suffix}") if suffix
               else GAE_CONFIGS.get(args.domain, args.domain))
     return RunSpec(name=f"{name}-seed{seed}", run_dir=out / f"{name}-seed{seed}", config=config,
