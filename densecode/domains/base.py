@@ -235,37 +235,34 @@ class Domain(TaskSource):
         return out
 
     def generate(self, model, tokenizer, prompts: list[str], *, temperature: float, seed: int) -> list[str]:
-        """Eval decoding: one completion per prompt with the config's generation settings."""
-        from densecode.generation import generate
+        """Eval decoding: one completion per prompt with the config's generation settings
+        (densecode.eval.held_out.pass_spec: the EvalSpec `densecode eval`'s sampling runs)."""
+        from densecode.eval.held_out import complete, pass_spec
         from densecode.rl.settings import SamplingParams
 
-        gen = SamplingParams.from_config(self.generation)  # the config's generation settings, typed, one set of defaults
-        max_new = self.options.eval_max_new_tokens or gen.max_new_tokens
-        gens = generate(model, tokenizer, prompts, n=1, max_new_tokens=max_new, temperature=temperature,
-                        top_p=gen.top_p if temperature > 0 else 1.0, top_k=0,
-                        grammar=gen.grammar, stop=self.stop_strings(list(gen.stop)),
-                        batch_size=max(gen.batch_size, 16), seed=seed, progress=False,
-                        grammar_options={"code_prefix": gen.grammar_code_prefix})
-        return [g.completion for g in gens]
+        spec = pass_spec(self.name, self.generation, self.options, temperature=temperature, seed=seed)
+        stop = self.stop_strings(list(SamplingParams.from_config(self.generation).stop))
+        return complete(spec, model, tokenizer, prompts, stop)
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
-        """Held-out metrics: greedy (or `eval_temperature`) and, if set, a sampled pass at a fixed seed.
+        """Held-out metrics of each pass of densecode.eval.held_out.held_out_passes: greedy (or
+        `eval_temperature`) at `seed` and, if set, a sampled pass at `eval_seed` (its metrics prefixed `sampled_`).
 
         The per-task outcomes behind them stay in `last_eval_rows` (see `eval_task_rows`) until the next call."""
+        from densecode.eval.held_out import held_out_passes
+
         tasks = self.eval_tasks(n)
         prompts = [t["prompt"] for t in tasks]
-        temperature = float(self.options.eval_temperature)
-        records = self.score(tasks, self.generate(model, tokenizer, prompts, temperature=temperature, seed=seed))
-        out = self.metrics(records)
-        self.last_eval_rows = [self.eval_task_rows("greedy" if temperature == 0 else "eval", temperature, records)]
-        sampled_t = self.options.eval_sampled_temperature
-        if sampled_t:
-            # The same draws before and after training (fixed seed), so the change is the policy's.
-            sampled_records = self.score(tasks, self.generate(model, tokenizer, prompts, temperature=float(sampled_t),
-                                                              seed=int(self.options.eval_seed)))
-            sampled = self.metrics(sampled_records)
-            out.update({f"sampled_{k}": v for k, v in sampled.items() if k in self.sampled_metric_names})
-            self.last_eval_rows.append(self.eval_task_rows("sampled", float(sampled_t), sampled_records))
+        out: dict[str, float] = {}
+        self.last_eval_rows = []
+        for p in held_out_passes(self.name, self.generation, self.options, seed=seed):
+            records = self.score(tasks, self.generate(model, tokenizer, prompts, temperature=p.spec.temperature,
+                                                      seed=p.spec.seed))
+            metrics = self.metrics(records)
+            if p.name == "sampled":
+                metrics = {f"sampled_{k}": v for k, v in metrics.items() if k in self.sampled_metric_names}
+            out.update(metrics)
+            self.last_eval_rows.append(self.eval_task_rows(p.name, p.spec.temperature, records))
         return out
 
     def eval_task_rows(self, pass_name: str, temperature: float, records: list[dict]) -> dict:

@@ -49,7 +49,7 @@ class PluginDomain(Domain):
 
         # The prompt style is the domain's (Domain.style_tasks), not the simulator's task source's.
         raw = {k: v for k, v in vars(self.options).items() if v is not None and k != "prompt_style"}
-        self._source = PluginTasks(self.generation, raw, self.base_dir)
+        self._source = PluginTasks(raw, self.base_dir)
 
     def tasks(self, split: str, n: int, seed: int) -> list[dict]:
         return self._source.tasks(split, n, seed)

@@ -12,7 +12,6 @@ import logging
 import re
 import shlex
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from densecode.errors import DensecodeError
 from densecode.eval import mbpp as mbpp_mod
 from densecode.eval.passk import mean_pass_at_k, pass_at_k
 from densecode.eval.report import write_run
+from densecode.eval.sampling import PROMPT_TOO_LONG, sample
 from densecode.eval.spec import EvalSpec
 
 log = logging.getLogger("densecode.eval")
@@ -98,49 +98,6 @@ def prompt_style(spec, tokenizer) -> str:
     from densecode.prompts import resolve_prompt_style
 
     return resolve_prompt_style(spec.prompt_style, tokenizer, what="--prompt-style", model=spec.model)
-
-
-# A prompt must leave at least this many tokens of the model's context for the answer;
-# one that does not is not generated for and scores as a failure ("prompt_too_long").
-MIN_NEW_TOKENS = 16
-PROMPT_TOO_LONG = "prompt_too_long"
-
-
-@dataclass
-class Sample:
-    completion: str
-    finish_reason: str  # eos | stop | length | prompt_too_long
-    n_tokens: int = 0
-
-
-def sample(spec, model, tokenizer, prompts: list[str], stop: list[str]) -> tuple[list[list[Sample]], dict]:
-    """spec.n samples per prompt (list per prompt), and the generation timing."""
-    from densecode.generation import _context_limit, generate
-
-    limit = _context_limit(model)
-    fits = list(range(len(prompts)))
-    if limit is not None:
-        lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"]]
-        fits = [i for i, n in enumerate(lengths) if n + MIN_NEW_TOKENS <= limit]
-        if len(fits) < len(prompts):
-            log.warning("%d of %d prompts leave fewer than %d tokens of the model's %d-token context: "
-                        "they are scored as failures (%s)", len(prompts) - len(fits), len(prompts),
-                        MIN_NEW_TOKENS, limit, PROMPT_TOO_LONG)
-    out = [[Sample("", PROMPT_TOO_LONG) for _ in range(spec.n)] for _ in prompts]
-    start = time.perf_counter()
-    gens = []
-    if fits:
-        gens = generate(model, tokenizer, [prompts[i] for i in fits], n=spec.n, max_new_tokens=spec.max_new_tokens,
-                        temperature=spec.temperature, top_p=spec.top_p if spec.temperature > 0 else 1.0,
-                        grammar=spec.grammar, stop=stop, batch_size=spec.batch_size, seed=spec.seed, progress=True,
-                        grammar_options={"code_prefix": spec.grammar_code_prefix or "auto"})
-    seconds = time.perf_counter() - start
-    for k, i in enumerate(fits):
-        out[i] = [Sample(g.completion, g.finish_reason, len(g.token_ids)) for g in gens[k * spec.n:(k + 1) * spec.n]]
-    tokens = sum(len(g.token_ids) for g in gens)
-    return out, {"generate_s": round(seconds, 2), "generated_tokens": tokens,
-                 "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else 0.0,
-                 "prompts_too_long": len(prompts) - len(fits)}
 
 
 # ------------------------------------------------------------------ MBPP / MBPP+

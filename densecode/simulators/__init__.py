@@ -13,7 +13,7 @@ for the `sim` reward) serve every simulator:
 
     from densecode.simulators import GymProgramBackend, PluginTasks, RoboSimBackend, is_plugin
     backend = GymProgramBackend.from_config(cfg.tasks)      # SimulatorBackend for the sim reward
-    source = PluginTasks(cfg.generation, cfg.tasks)         # train_batch / evaluate
+    source = PluginTasks(cfg.tasks)                         # tasks / train_batch
 """
 
 from densecode.simulators.backend import ProgramBackend, feedback

@@ -83,21 +83,15 @@ def check_task(task: Any, index: int, origin: str) -> None:
 
 
 class PluginTasks:
-    """Training prompts and a held-out eval split for a plug-in simulator."""
+    """A plug-in simulator's tasks (both splits) and its backend; the held-out eval is the domain's (Domain.evaluate)."""
 
-    def __init__(self, gen_cfg: Any, opts: Any, base_dir: Path | None = None, pool: Any = None):
+    def __init__(self, opts: Any, base_dir: Path | None = None, pool: Any = None):
         if dataclasses.is_dataclass(opts):  # the plug-in domain's typed options; None = not set
             opts = {k: v for k, v in vars(opts).items() if v is not None}
         opts = dict(opts or {})
         check_keys(opts)
-        self.gen_cfg = gen_cfg
         self.opts = opts
         self.train_seed = int(opts.get("train_seed", 0))
-        self.eval_seed = int(opts.get("eval_seed", 12345))
-        self.eval_split = str(opts.get("eval_split", "test"))
-        self.eval_temperature = float(opts.get("eval_temperature", 0.0))
-        self.eval_max_new_tokens = opts.get("eval_max_new_tokens")
-        self.eval_sampled_temperature = float(opts.get("eval_sampled_temperature") or 0.0) or None
         self.backend = GymProgramBackend.from_config(opts, pool=pool, base_dir=base_dir)
         self._rows: list[dict] | None = None
         if opts.get("source"):
@@ -165,24 +159,3 @@ class PluginTasks:
             "no_robot_error": 1.0 - count("parse_error", "python_error", "robot_error"),
             "success": count("success"),
         }
-
-    def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
-        from densecode.generation import generate
-        from densecode.rl.settings import SamplingParams
-
-        tasks = self.tasks(self.eval_split, n, self.eval_seed)
-        prompts = [t["prompt"] for t in tasks]
-        gen = SamplingParams.from_config(self.gen_cfg)  # the config's generation settings, typed
-
-        def run(temperature: float, sample_seed: int) -> dict[str, float]:
-            gens = generate(model, tokenizer, prompts, n=1, max_new_tokens=self.eval_max_new_tokens or gen.max_new_tokens,
-                            temperature=temperature, top_p=gen.top_p if temperature > 0 else 1.0, top_k=0,
-                            grammar="off", stop=list(gen.stop), batch_size=max(gen.batch_size, 16),
-                            seed=sample_seed, progress=False)
-            return self.evaluate_programs([p + g.completion for p, g in zip(prompts, gens)], tasks)
-
-        out = run(self.eval_temperature, seed)
-        if self.eval_sampled_temperature:
-            sampled = run(self.eval_sampled_temperature, self.eval_seed)
-            out.update({"sampled_success": sampled["success"], "sampled_no_robot_error": sampled["no_robot_error"]})
-        return out

@@ -19,7 +19,7 @@ H = "def task_program():\n"
 def source():
     cfg = load_config(CONFIG)
     assert cfg.domain == "warehouse" and is_plugin(cfg.tasks)
-    return PluginTasks(cfg.generation, cfg.tasks)
+    return PluginTasks(cfg.tasks)
 
 
 def test_warehouse_env_passes_the_checker():
@@ -104,9 +104,9 @@ def test_plugin_tasks_need_a_source(source):
     cfg = load_config(CONFIG)
     opts = {k: v for k, v in vars(cfg.tasks).items() if k != "source" and v is not None}
     with pytest.raises(DensecodeError, match="tasks.source"):
-        PluginTasks(cfg.generation, opts)
+        PluginTasks(opts)
     with pytest.raises(DensecodeError, match="unknown key"):
-        PluginTasks(cfg.generation, {**opts, "source": cfg.tasks.source, "simulater": 1})
+        PluginTasks({**opts, "source": cfg.tasks.source, "simulater": 1})
 
 
 def test_one_feedback_for_every_simulator():
