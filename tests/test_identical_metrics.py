@@ -1,4 +1,4 @@
-"""The trainer's refactors change nothing: the first 3 steps of the default robotics and multitask runs and of codegen's GAE recipe
+"""The trainer's refactors change nothing: the first 3 steps of the default robotics run and of codegen's and multitask's GAE configs
 log the same metrics.jsonl records as the goldens in tests/data/trainer_golden_metrics.json (recorded from the
 code before the trainer was split into run_dir / protocols / sampling modules, commit 0606b10; `ppo/entropy` re-recorded
 when the entropy came to be taken from the log-softmax, −Σ p log p, which moved it by ~6e-6 and nothing else; `multitask` re-recorded when generation took only the last prompt position's logits
@@ -49,7 +49,9 @@ RUNS = {
     # The GAE recipe (a critic, GAE, the KL term: the paths robotics' outcome-credit default does not take), which
     # was codegen's default when the goldens were recorded; configs/codegen-gae.yaml holds it unchanged.
     "codegen": ["--config", "codegen-gae"],
-    "multitask": ["--config", "multitask"],
+    # The GAE multi-task config (robotics + MBPP code, the critic, ASTOR's per-task KL in the reward), the default
+    # when the goldens were recorded; configs/multitask-gae.yaml holds it unchanged.
+    "multitask": ["--config", "multitask-gae"],
 }
 
 

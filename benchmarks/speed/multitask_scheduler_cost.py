@@ -1,7 +1,7 @@
 """ASTOR's own cost per step: scheduler (quotas, prompt sampling, statistics) and the synergy probe, as a share of
 the training step measured in the same run (issue #16 target: < 5% of a step).
 
-Trains the `multi` domain (robotics + a small generated code jsonl, configs/multitask.yaml) for a few steps on a
+Trains the `multi` domain (robotics + a small generated code jsonl, configs/multitask-gae.yaml) for a few steps on a
 model (default: the embedded densecode-tiny) with the synergy probe on every step, then prints per-step means of
 time/scheduler_s, time/synergy_probe_s and time/step_s from metrics.jsonl and their ratios. Step 1 is a warm-up and
 is left out.
@@ -94,7 +94,7 @@ def main() -> None:
                  "tests": [f"assert add{i}(1, 2) == {3 + i}"]} for i in range(32)]
         data.write_text("".join(json.dumps(r) + "\n" for r in rows))
         run = Path(tmp) / "run"
-        argv = ["train", "--config", "multitask", "--output-dir", str(run), "--no-progress",
+        argv = ["train", "--config", "multitask-gae", "--output-dir", str(run), "--no-progress",
                 "--steps", str(args.steps), "--set", f"tasks.options={{code: {{path: {data}}}}}",
                 "--set", f"train.batch_size={args.batch_size}", "--set", "train.eval_every=0",
                 "--set", f"generation.max_new_tokens={args.max_new_tokens}",

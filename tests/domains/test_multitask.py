@@ -185,7 +185,7 @@ def test_resume_restores_the_scheduler_state_exactly(tiny_model_dir, tmp_path):
     assert sched(split, 3)["stats"] and sched(split, 3) != sched(split, 2)
 
 
-def test_robotics_and_code_train_together_from_the_shipped_config(tiny_model_dir, tmp_path):
+def test_robotics_and_code_train_together_from_the_gae_config(tiny_model_dir, tmp_path):
     from densecode.cli import main
 
     data = tmp_path / "tiny_code.jsonl"
@@ -193,7 +193,7 @@ def test_robotics_and_code_train_together_from_the_shipped_config(tiny_model_dir
              "reference": "    return a + b\n"} for i in range(6)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = tmp_path / "run"
-    rc = main(["train", "--config", "multitask", "--model", str(tiny_model_dir), "--output-dir", str(run),
+    rc = main(["train", "--config", "multitask-gae", "--model", str(tiny_model_dir), "--output-dir", str(run),
                "--no-progress", "--steps", "2", "--set", f"tasks.options={{code: {{path: {data}}}}}",
                "--set", "train.batch_size=4", "--set", "train.eval_tasks=2", "--set", "generation.max_new_tokens=8",
                "--set", "tasks.astor.synergy_every=1", "--set", "tasks.astor.pool_size=4"])
@@ -206,6 +206,33 @@ def test_robotics_and_code_train_together_from_the_shipped_config(tiny_model_dir
     assert "reward/code/sequence_mean" in train[0] and "reward/robotics/sim/sim_score" in train[0]
     assert "eval/robotics/success_rate" in evals[-1] and "eval/code/pass_rate" in evals[-1]
     assert (run / "multitask_curves.png").is_file() and "| robotics" in (run / "multitask.md").read_text()
+
+
+def test_shipped_config_trains_robotics_and_codegen_on_the_outcome_recipe(tiny_model_dir, tmp_path):
+    """configs/multitask.yaml: PPO's outcome credit with 4 responses per prompt; a prompt's responses are one task's
+    (the leave-one-out baseline stays within a task), both tasks evaluated greedy and sampled."""
+    from densecode.cli import main
+
+    run = tmp_path / "run"
+    rc = main(["train", "--config", "multitask", "--model", str(tiny_model_dir), "--output-dir", str(run),
+               "--no-progress", "--steps", "2", "--set", "train.batch_size=4", "--set", "train.eval_tasks=2",
+               "--set", "train.eval_every=2", "--set", "generation.max_new_tokens=8", "--set", "train.rollouts_every=1",
+               "--set", "tasks.astor.synergy_every=1", "--set", "tasks.astor.pool_size=4"])
+    assert rc == 0
+    rows = _rows(run)
+    train = [r for r in rows if r["kind"] == "train"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert train[-1]["multi/robotics/quota"] + train[-1]["multi/codegen/quota"] == pytest.approx(1.0)
+    assert train[-1]["multi/robotics/beta"] == 0.0 and train[-1]["multi/codegen/beta"] == 0.0
+    assert {"eval/robotics/sampled_success_rate", "eval/codegen/sampled_pass_rate"} <= set(evals[-1])
+    rollouts = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    step = [r for r in rollouts if r["step"] == rollouts[-1]["step"]]
+    assert len(step) == 4 * 4  # 4 prompts x 4 responses
+    for g in range(4):
+        group = step[4 * g:4 * g + 4]
+        assert len({r["prompt"] for r in group}) == 1
+        assert len({r["task"]["_domain"] for r in group}) == 1
+    assert {r["task"]["_domain"] for r in step} <= {"robotics", "codegen"}
 
 
 def test_merging_averages_the_specialists_task_vectors(tiny_model_dir, tmp_path):
