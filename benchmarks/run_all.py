@@ -168,7 +168,9 @@ BENCHES = [
     # benchmark (5 tasks, 3 seeds, every arm) takes hours.
     Bench("multitask", "multi-task: ASTOR vs joint and vs the best specialists, held-out average score",
           quick_args=["--quick", "--in-process", "--workdir", "runs/bench/quick/multitask"], quick_timeout_s=300,
-          full_args=["--seeds", "0", "1", "2", "--parallel", "2"], full_timeout_s=48 * 3600, group="experiments"),
+          # the published figures' recipe (GAE); the outcome recipe's benchmark (issue #44) has not run yet
+          full_args=["--recipe", "gae", "--seeds", "0", "1", "2", "--parallel", "2"], full_timeout_s=48 * 3600,
+          group="experiments"),
 ]
 BY_NAME = {b.name: b for b in BENCHES}
 

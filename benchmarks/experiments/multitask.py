@@ -5,6 +5,7 @@ budget; the held-out score of a task is its domain's headline metric (codegen pa
 coverage, commitmsg rouge_l, robotics success_rate) from the run's last eval, and the average is their mean.
 
     python -m benchmarks.experiments.multitask --seeds 0 1 2 --parallel 2                  # the full benchmark (hours)
+    python -m benchmarks.experiments.multitask --recipe gae --seeds 0 1 2 --parallel 2     # the published GAE one
     python -m benchmarks.experiments.multitask --quick                                     # pipeline check: ~minutes on CPU
     python -m benchmarks.experiments.multitask --tasks codeio,robotics --steps 20 --arms astor joint --seeds 0
 
@@ -20,9 +21,18 @@ Arms (`--arms`, default all):
                         specialist's score on it, every specialist evaluated on every task) and "merging" (the
                         specialists' task vectors averaged: python -m densecode.domains.multi.merge, then evaluated)
 
+Recipes (`--recipe`, every arm and specialist alike): `outcome` (default) is the single-task recipe of
+configs/robotics.yaml and codegen.yaml - PPO's critic-free outcome credit, 4 responses per prompt, only
+above-baseline responses reinforced, lr 3e-5, top_p 1.0, the update on signal rows only, no KL term (every task's
+beta_base 0 unless --set tasks.kl_beta=... names one; with all of them 0 ASTOR's adaptive KL has nothing to scale,
+so the two KL ablations, identical to astor then, are left out of the default arms); `gae` is the recipe the
+published benchmark ran on (a critic's GAE over the dense token rewards, one response per prompt, each task's KL
+weight its beta_base). Each recipe has its own default --workdir, --archive and --out.
+
 Same total samples per arm: a multi-task arm trains --steps steps of --batch-size prompts; each of the K specialists
 trains --steps steps of --batch-size/K prompts (the K of them together: the same prompts and samples; merging reuses
-them). Samples per prompt: 1 (PPO) or algo.grpo.group_size (GRPO) in every arm.
+them). Samples per prompt: algo.ppo.samples_per_prompt (PPO: 4 with the outcome recipe, 1 with gae) or
+algo.grpo.group_size (GRPO) in every arm.
 
 Resumable: an arm whose run has its last eval is reused; a run that stopped early continues with --resume; finished
 evals (merged model, specialists on every task) are reused. Runs go seed by seed, each seed's specialists evaluated
@@ -66,7 +76,7 @@ LABELS = {"base": "base model (step 0)", "best_specialist": "best specialist per
           "merging": "merging (specialists' task vectors averaged)"}
 
 # The config every run starts from (written to <workdir>/base.yaml); --set changes it for every run.
-BASE_CONFIG = {
+GAE_BASE = {
     "domain": "multi",
     "model": {"name_or_path": "densecode-tiny", "dtype": "float32", "value_model": "separate"},
     "lora": {"enabled": False},
@@ -81,6 +91,19 @@ BASE_CONFIG = {
              "grpo": {"group_size": 4}},
     "train": {"lr": 2.0e-5, "log_every": 1, "num_threads": 1},
 }
+# The single-task recipe (configs/robotics.yaml, configs/codegen.yaml) on the GAE base's model, generation and evals.
+OUTCOME_BASE = {
+    **GAE_BASE,
+    "generation": {**GAE_BASE["generation"], "top_p": 1.0},
+    "algo": {"name": "ppo", "num_minibatches": 4, "max_grad_norm": 1.0, "skip_zero_advantage_rows": True,
+             "ppo": {"credit": "outcome", "samples_per_prompt": 4, "negative_scale": 0.0, "epochs": 1, "gamma": 1.0,
+                     "lam": 0.95, "clip_eps": 0.2, "value_clip": 0.3, "vf_coef": 1.0, "whiten_advantages": True,
+                     "vf_lr": 5.0e-4, "adaptive_kl": False},
+             "grpo": {"group_size": 4}},
+    "train": {**GAE_BASE["train"], "lr": 3.0e-5},
+}
+RECIPES = {"outcome": OUTCOME_BASE, "gae": GAE_BASE}
+KL_ARMS = ("no_adaptive_kl", "shared_beta")  # arms that differ from astor only through beta_base
 QUICK = {"steps": 2, "batch_size": 4, "eval_tasks": 2, "seeds": [0], "max_new_tokens": 16, "save_every": 1,
          "extra": ["tasks.astor.synergy_every=1", "tasks.astor.pool_size=8", "generation.batch_size=8"]}
 
@@ -129,6 +152,16 @@ def split_per_task_sets(args) -> None:
     args.per_task = {k: dict(getattr(cfg.tasks, k)) for k in PER_TASK}
     prefixes = tuple(f"tasks.{k}" for k in PER_TASK)
     args.sets = [s for s in args.sets if not s.split("=", 1)[0].strip().startswith(prefixes)]
+
+
+def choose_kl_and_arms(args) -> None:
+    """The outcome recipe has no KL term, as the single-task recipes: beta_base 0 for every task the user gave none.
+    With every beta_base 0 the KL ablations are astor itself, so the default arms leave them out."""
+    if args.recipe == "outcome":
+        args.per_task["kl_beta"] = {t: float(args.per_task["kl_beta"].get(t, 0.0)) for t in args.tasks}
+    no_beta = not any(args.per_task["kl_beta"].get(t, 1.0) for t in args.tasks)  # unset: the domain's KL weight
+    if args.arms is None:
+        args.arms = [a for a in ARMS if not (no_beta and a in KL_ARMS)]
 
 
 def add_sampled_evals(args) -> None:
@@ -635,8 +668,11 @@ def _main(argv: list[str] | None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--tasks", default=None, help=f"comma-separated domains (default {DEFAULT_TASKS}; --quick: "
                                                   f"{QUICK_TASKS})")
-    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS, metavar="ARM",
-                   help=f"arms to run (default all: {' '.join(ARMS)})")
+    p.add_argument("--arms", nargs="+", default=None, choices=ARMS, metavar="ARM",
+                   help=f"arms to run (default all: {' '.join(ARMS)}; the outcome recipe without a beta_base: all "
+                        f"but {' '.join(KL_ARMS)})")
+    p.add_argument("--recipe", choices=tuple(RECIPES), default="outcome",
+                   help="outcome: the single-task defaults' recipe (default); gae: the published benchmark's")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0 1 2 (--quick: 0)")
     p.add_argument("--model", default="densecode-tiny", help="base model of every arm (default: the embedded model)")
     p.add_argument("--algo", choices=("ppo", "grpo"), default="ppo")
@@ -676,10 +712,12 @@ def _main(argv: list[str] | None) -> int:
         p.error(f"--tasks: name at least two different tasks (got {args.tasks})")
     if args.batch_size < len(args.tasks):
         p.error(f"--batch-size {args.batch_size} < {len(args.tasks)} tasks: every task needs a prompt per step")
-    workdir = Path(args.workdir or ROOT / ("runs/multitask_bench_quick" if q else "runs/multitask_bench")).resolve()
-    args.out = Path(args.out or (workdir if q else ROOT / "benchmarks/results/multitask")).resolve()
+    suffix = "" if args.recipe == "gae" else f"-{args.recipe}"  # the published (GAE) benchmark keeps its paths
+    workdir = Path(args.workdir or ROOT / ("runs/multitask_bench_quick" + suffix.replace("-", "_") if q
+                                           else "runs/multitask_bench" + suffix.replace("-", "_"))).resolve()
+    args.out = Path(args.out or (workdir if q else ROOT / f"benchmarks/results/multitask{suffix}")).resolve()
     if args.archive is None and not q:
-        args.archive = str(ROOT / "benchmarks/results/runs/multitask")
+        args.archive = str(ROOT / f"benchmarks/results/runs/multitask{suffix}")
     args.archive = None if args.archive in (None, "none") else Path(args.archive).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -689,11 +727,12 @@ def _main(argv: list[str] | None) -> int:
 
     for t in args.tasks:
         get_domain_class(t)  # an unknown task fails here, before any training
-    base = json.loads(json.dumps(BASE_CONFIG))
+    base = json.loads(json.dumps(RECIPES[args.recipe]))
     args.base_config = workdir / "base.yaml"
     args.base_config.write_text(yaml.safe_dump(base, sort_keys=False))
     split_per_task_sets(args)
     add_sampled_evals(args)
+    choose_kl_and_arms(args)
 
     from tqdm.auto import tqdm
 
@@ -717,7 +756,7 @@ def _main(argv: list[str] | None) -> int:
     from densecode.config import load_config
 
     cfg = load_config(args.base_config, ["domain=multi", f"algo.name={args.algo}", *args.sets])
-    spp = cfg.algo.grpo.group_size if args.algo == "grpo" else 1
+    spp = cfg.algo.grpo.group_size if args.algo == "grpo" else cfg.algo.ppo.samples_per_prompt
     result.update(samples=samples_per_arm(args, spp), command=command, seeds=args.seeds, tasks=args.tasks,
                   model=args.model, algo=args.algo, steps=args.steps, batch_size=args.batch_size,
                   eval_tasks=args.eval_tasks, quick=q, wall_s=round(time.perf_counter() - t0, 1),

@@ -9,6 +9,7 @@ import json
 import statistics
 
 import pytest
+import yaml
 
 from tests import toy_domains  # noqa: F401  (registers the toy-a / toy-b domains)
 
@@ -17,8 +18,8 @@ def _bench():
     return importlib.import_module("benchmarks.experiments.multitask")
 
 
-def _argv(tiny_model_dir, tmp_path, work="work"):
-    return ["--quick", "--in-process", "--tasks", "toy-a,toy-b", "--model", str(tiny_model_dir),
+def _argv(tiny_model_dir, tmp_path, work="work", recipe="gae"):
+    return ["--quick", "--in-process", "--recipe", recipe, "--tasks", "toy-a,toy-b", "--model", str(tiny_model_dir),
             "--workdir", str(tmp_path / work), "--out", str(tmp_path / "out"), "--json", str(tmp_path / "rec.json"),
             "--archive", str(tmp_path / "archive"),
             "--set", "tasks.options={toy-a: {word: x}, toy-b: {word: y}}", "--set", "reward.code_regions=completion",
@@ -119,6 +120,33 @@ def test_quick_benchmark_runs_every_arm_and_resumes(tiny_model_dir, tmp_path, mo
     # Other settings in the same workdir are refused rather than mixed with the finished runs.
     with pytest.raises(SystemExit, match=r"other settings \(.*train.batch_size"):
         bench.main([*_argv(tiny_model_dir, tmp_path), "--batch-size", "6"])
+
+
+def test_outcome_recipe_is_the_single_task_recipe_without_kl(tiny_model_dir, tmp_path):
+    """--recipe outcome (the default): every run gets PPO's outcome credit with 4 responses per prompt and beta_base 0
+    for each task unless the user names one; the KL ablations, astor itself then, are not in the default arms."""
+    from types import SimpleNamespace
+
+    bench = _bench()
+    argv = _argv(tiny_model_dir, tmp_path, recipe="outcome")
+    assert bench.main([*argv, "--arms", "astor", "specialists"]) == 0
+    cfg = yaml.safe_load((tmp_path / "work" / "astor-seed0" / "config.yaml").read_text())
+    assert cfg["algo"]["ppo"]["credit"] == "outcome" and cfg["algo"]["ppo"]["samples_per_prompt"] == 4
+    assert cfg["algo"]["ppo"]["negative_scale"] == 0.0 and cfg["generation"]["top_p"] == 1.0
+    assert cfg["tasks"]["kl_beta"] == {"toy-a": 0.0, "toy-b": 0.0}
+    spec = yaml.safe_load((tmp_path / "work" / "specialist-toy-a-seed0" / "config.yaml").read_text())
+    assert spec["tasks"]["kl_beta"] == {"toy-a": 0.0}
+    result = json.loads((tmp_path / "out" / "multitask.json").read_text())
+    assert result["samples"]["astor"] == 2 * 4 * 4  # steps x prompts x responses per prompt
+
+    def arms(recipe, kl_beta):
+        args = SimpleNamespace(recipe=recipe, tasks=["a", "b"], arms=None, per_task={"kl_beta": dict(kl_beta)})
+        bench.choose_kl_and_arms(args)
+        return args.arms, args.per_task["kl_beta"]
+
+    assert arms("outcome", {}) == ([a for a in bench.ARMS if a not in bench.KL_ARMS], {"a": 0.0, "b": 0.0})
+    assert arms("outcome", {"a": 0.2}) == (list(bench.ARMS), {"a": 0.2, "b": 0.0})
+    assert arms("gae", {})[0] == list(bench.ARMS)  # the domains' own KL weights are the betas
 
 
 def test_bad_benchmark_arguments_say_what_to_fix(tmp_path, capsys):
