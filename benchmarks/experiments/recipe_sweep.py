@@ -105,6 +105,14 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
         "outcome-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
                                                               "algo.skip_zero_advantage_rows=true"],
         "gae-200steps": CODEGEN_GAE + ["train.lr=2e-5", "train.steps=200"],
+        # Credit estimators (issue "Dense credit that pays") on the codegen default (outcome-neg0-200steps): the
+        # outcome plus the located findings (syntax, lint, the raising line), β = algo.ppo.dense_scale.
+        "outcome-neg0-200steps-dense-b0.5": CODEGEN_GAE + CODE_RECIPE + [
+            "algo.ppo.negative_scale=0", "train.steps=200", "algo.skip_zero_advantage_rows=true",
+            "algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
+        "outcome-neg0-200steps-local-b0.5": CODEGEN_GAE + CODE_RECIPE + [
+            "algo.ppo.negative_scale=0", "train.steps=200", "algo.skip_zero_advantage_rows=true",
+            "algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
         # MicroCoder-GRPO's group advantage on the same settings (robotics' grpo-p1-kl0-neg0).
         "grpo-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
         # GRPO's greedy was flat at 200 steps while its sampled success rose: does it follow later, as PPO's did?
