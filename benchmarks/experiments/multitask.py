@@ -7,6 +7,7 @@ coverage, commitmsg rouge_l, robotics success_rate) from the run's last eval, an
     python -m benchmarks.experiments.multitask --seeds 0 1 2 --parallel 2                  # the full benchmark (hours)
     python -m benchmarks.experiments.multitask --recipe gae --seeds 0 1 2 --parallel 2     # the published GAE one
     python -m benchmarks.experiments.multitask --quick                                     # pipeline check: ~minutes on CPU
+    python -m benchmarks.experiments.multitask --eval-split validation --arms specialists --steps 100   # a budget
     python -m benchmarks.experiments.multitask --tasks codeio,robotics --steps 20 --arms astor joint --seeds 0
 
 Arms (`--arms`, default all):
@@ -178,6 +179,8 @@ def add_sampled_evals(args) -> None:
     for t in args.tasks:
         if any(f.name == "eval_sampled_temperature" for f in dataclasses.fields(get_domain_class(t).Options)):
             options[t] = {"eval_sampled_temperature": float(cfg.generation.temperature), **(options.get(t) or {})}
+        if args.eval_split is not None:  # --eval-split: every task's held-out split (validation: tuning the budget)
+            options[t] = {**(options.get(t) or {}), "eval_split": args.eval_split}
 
 
 def overrides(run: Run, args) -> list[str]:
@@ -680,6 +683,9 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--batch-size", type=int, default=None,
                    help="prompts per step of a multi-task arm (default 20; --quick: 4); a specialist gets 1/K")
     p.add_argument("--eval-tasks", type=int, default=None, help="held-out tasks per task (default 64; --quick: 2)")
+    p.add_argument("--eval-split", choices=("validation", "test"), default=None,
+                   help="every task's held-out split (default: each domain's own, test); validation is for choosing "
+                        "the budget, with its own default workdir, archive and output folder")
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 128 (--quick: 16)")
     p.add_argument("--save-every", type=int, default=None, help="checkpoint interval (default 10; --quick: 1)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -713,6 +719,7 @@ def _main(argv: list[str] | None) -> int:
     if args.batch_size < len(args.tasks):
         p.error(f"--batch-size {args.batch_size} < {len(args.tasks)} tasks: every task needs a prompt per step")
     suffix = "" if args.recipe == "gae" else f"-{args.recipe}"  # the published (GAE) benchmark keeps its paths
+    suffix += f"-{args.eval_split}" if args.eval_split == "validation" else ""
     workdir = Path(args.workdir or ROOT / ("runs/multitask_bench_quick" + suffix.replace("-", "_") if q
                                            else "runs/multitask_bench" + suffix.replace("-", "_"))).resolve()
     args.out = Path(args.out or (workdir if q else ROOT / f"benchmarks/results/multitask{suffix}")).resolve()

@@ -139,6 +139,14 @@ def test_outcome_recipe_is_the_single_task_recipe_without_kl(tiny_model_dir, tmp
     result = json.loads((tmp_path / "out" / "multitask.json").read_text())
     assert result["samples"]["astor"] == 2 * 4 * 4  # steps x prompts x responses per prompt
 
+    # --eval-split validation: every task's evals on its validation split (choosing the budget), a workdir apart.
+    val = _argv(tiny_model_dir, tmp_path, work="val", recipe="outcome")
+    val += ["--archive", str(tmp_path / "archive-val")]  # the test-split archive's astor run is refused here
+    assert bench.main([*val, "--arms", "astor", "--eval-split", "validation"]) == 0
+    cfg = yaml.safe_load((tmp_path / "val" / "astor-seed0" / "config.yaml").read_text())
+    assert {t: o["eval_split"] for t, o in cfg["tasks"]["options"].items()} == {"toy-a": "validation",
+                                                                               "toy-b": "validation"}
+
     def arms(recipe, kl_beta):
         args = SimpleNamespace(recipe=recipe, tasks=["a", "b"], arms=None, per_task={"kl_beta": dict(kl_beta)})
         bench.choose_kl_and_arms(args)
