@@ -23,7 +23,9 @@ generation.temperature) on the same held-out tasks every --eval-every steps, and
 per-task outcomes (eval_tasks.jsonl), so arms are compared task by task. The analysis
 (densecode.eval.paired_bootstrap.compare_arms) gives per step each arm's mean and seed-level sd, the paired
 difference to the baseline arm (sparse; dense for --ablation) with a 95% bootstrap interval resampling seeds AND
-tasks, and the steps an arm needs to reach the baseline's final score, with its interval.
+tasks, and the steps an arm needs to reach the baseline's final score, with its interval; and at equal wall time
+(densecode.eval.paired_bootstrap.compare_at_equal_time): each arm at its last eval within the baseline's training
+time (the trainer's clock) against the baseline's final eval, with curves against minutes beside those against steps.
 The report also tabulates each arm's training batches (response length, truncated share, KL to the reference;
 first vs last 10 steps, from metrics.jsonl): an arm can move the eval by changing how long it answers.
 
@@ -218,6 +220,19 @@ def read_train_rows(run_dir: Path) -> dict[int, dict]:
     return rows
 
 
+def eval_seconds(out: Path, arm: str, seeds: list[int], steps: list[int]) -> list[float] | None:
+    """The arm's wall time at each eval step, mean over its seeds: the trainer's clock (`elapsed_s` of that step's
+    training row, evals and all; 0 at step 0). None when a run does not log it at every step."""
+    per_seed = []
+    for s in seeds:
+        rows = read_train_rows(out / f"{arm}-seed{s}")
+        times = [0.0 if st == 0 else rows.get(st, {}).get("elapsed_s") for st in steps]
+        if any(t is None for t in times):
+            return None
+        per_seed.append([float(t) for t in times])
+    return [sum(col) / len(col) for col in zip(*per_seed)]
+
+
 def rollout_stats(out: Path, arms: list[str], seeds: list[int], window: int = 10) -> dict:
     """{arm: {key: {"first"|"last": {"mean", "seed_sd"}}}}: each seed's mean over its first and last `window`
     training steps, then mean and sd over seeds. Keys a run does not log are left out."""
@@ -268,6 +283,18 @@ def rollout_markdown(stats: dict, window: int = 10) -> str:
     return "\n".join(lines)
 
 
+def equal_time_markdown(eq: dict, steps: list[int], metric: str) -> str:
+    """One line per arm: where it stood when the baseline's training time ran out."""
+    base, budget = eq["baseline"], eq["baseline_seconds"]
+    lines = [f"At equal wall time ({base}'s {budget / 60:.1f} min of training, evals included; each arm at its "
+             f"last eval within it):"]
+    for arm, r in eq["arms"].items():
+        lines.append(f"- {arm} at step {steps[r['index']]} ({r['seconds'] / 60:.1f} min): {metric} {r['mean']:.3f} vs "
+                     f"{base}'s final {r['baseline_mean']:.3f}, {fmt_ci(r['difference'], r['lo'], r['hi'])}"
+                     + (" *" if r["excludes_zero"] else ""))
+    return "\n".join(lines)
+
+
 def fmt_ci(mean: float, lo: float, hi: float) -> str:
     return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
@@ -315,7 +342,9 @@ def plot(results: dict, path: Path, title: str) -> None:
     import numpy as np
 
     passes = [p for p in PASSES if p in results["passes"]]
-    fig, axes = plt.subplots(2, len(passes), figsize=(6 * len(passes), 7.5), squeeze=False)
+    timed = all("seconds" in results["passes"][p] for p in passes)
+    rows = 3 if timed else 2
+    fig, axes = plt.subplots(rows, len(passes), figsize=(6 * len(passes), 3.75 * rows), squeeze=False)
     for col, p in enumerate(passes):
         res, metric = results["passes"][p]["comparison"], results["passes"][p]["metric"]
         steps = res["steps"]
@@ -339,6 +368,15 @@ def plot(results: dict, path: Path, title: str) -> None:
         ax.set_xlabel("PPO step")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+        if timed:
+            ax = axes[2][col]
+            for arm, a in res["arms"].items():
+                minutes = np.array(results["passes"][p]["seconds"][arm]) / 60
+                ax.plot(minutes, a["mean"], marker="o", label=arm, color=colour[arm])
+            ax.set_title(f"held-out {metric}, {p}, against wall time")
+            ax.set_xlabel("minutes of training (the trainer's clock, evals included; mean over seeds)")
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -394,7 +432,7 @@ def trainer_wall_s(run_dir: Path) -> float | None:
 
 
 def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, float]) -> dict:
-    from densecode.eval.paired_bootstrap import compare_arms
+    from densecode.eval.paired_bootstrap import compare_arms, compare_at_equal_time
 
     results = {"domain": args.domain, "config": str(args.config), "arms": arms, "baseline": baseline,
                "seeds": args.seeds, "steps": args.steps, "eval_tasks": args.eval_tasks, "machine": machine(),
@@ -409,6 +447,12 @@ def analyse(args, out: Path, arms: list[str], baseline: str, walls: dict[str, fl
         values, steps, metric = got
         comp = compare_arms(values, steps, baseline=baseline, n_boot=args.n_boot, seed=0)
         results["passes"][p] = {"metric": metric, "comparison": comp}
+        seconds = {a: eval_seconds(out, a, args.seeds, steps) for a in arms}
+        if all(v is not None for v in seconds.values()):
+            # Equal wall time besides equal samples: each arm where the baseline's training time ran out.
+            results["passes"][p]["seconds"] = seconds
+            results["passes"][p]["equal_time"] = compare_at_equal_time(values, seconds, baseline=baseline,
+                                                                       n_boot=args.n_boot, seed=0)
     results["rollout_stats"] = rollout_stats(out, arms, args.seeds)
     if not results["passes"]:
         raise DensecodeError(f"no eval pass is shared by every run in {out}")
@@ -427,6 +471,8 @@ def write_outputs(results: dict, out: Path, stem: str, publish: Path | None, dia
     parts = [f"### {title}", "", f"`{results['command']}` on {results['machine']}{wall}", ""]
     for p, r in results["passes"].items():
         parts += [pass_markdown(r["comparison"], r["metric"], p, temps[p]), ""]
+        if r.get("equal_time"):
+            parts += [equal_time_markdown(r["equal_time"], r["comparison"]["steps"], r["metric"]), ""]
     table = rollout_markdown(results.get("rollout_stats", {}))
     if table:
         parts += [table, ""]

@@ -156,3 +156,37 @@ def compare_arms(arms: Mapping[str, np.ndarray], steps: Sequence[int], *, baseli
             "reach_fraction_hi": _finite_or_none(hi / last) if last > 0 else None,
             "never_reached_share": float(np.mean(~np.isfinite(reps)))}
     return out
+
+
+def compare_at_equal_time(arms: Mapping[str, np.ndarray], seconds: Mapping[str, Sequence[float]], *,
+                          baseline: str, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """Each non-baseline arm at the baseline's final wall time: equal compute instead of equal samples.
+
+    `seconds[arm][t]` is the arm's wall time at eval step t (mean over its seeds). An arm is read at its last eval
+    whose time is at most the baseline's final time (what it had reached when the baseline finished; its first eval
+    if even that came later), and compared with the baseline's final eval: the paired difference over the same seeds
+    and tasks, with the bootstrap interval of `compare_arms` (the same draws for both arms)."""
+    if baseline not in arms:
+        raise DensecodeError(f"baseline arm {baseline!r} is not among the arms {sorted(arms)}")
+    n_seeds, n_steps, n_tasks = check_arms(arms)
+    for name in arms:
+        if len(seconds.get(name, ())) != n_steps:
+            raise DensecodeError(f"arm {name!r}: {len(seconds.get(name, ()))} eval times for {n_steps} eval steps")
+    draws = Draws.make(n_seeds, n_tasks, n_boot, np.random.default_rng(seed))
+    values = {name: np.asarray(v, dtype=np.float64) for name, v in arms.items()}
+    budget = float(seconds[baseline][-1])
+    base_final = values[baseline][:, -1:, :]
+    base_boot = draws.means(base_final)[:, 0]
+    out = {"baseline": baseline, "baseline_seconds": budget, "level": level, "arms": {}}
+    for name, v in values.items():
+        if name == baseline:
+            continue
+        within = [t for t, s in enumerate(seconds[name]) if float(s) <= budget]
+        t = within[-1] if within else 0
+        diff_boot = draws.means(v[:, t:t + 1, :])[:, 0] - base_boot
+        lo, hi = percentile_interval(diff_boot, level)
+        out["arms"][name] = {"index": t, "seconds": float(seconds[name][t]), "mean": float(v[:, t, :].mean()),
+                             "baseline_mean": float(base_final.mean()),
+                             "difference": float((v[:, t, :] - base_final[:, 0, :]).mean()), "lo": lo, "hi": hi,
+                             "excludes_zero": bool(lo > 0 or hi < 0)}
+    return out

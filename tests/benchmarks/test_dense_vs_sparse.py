@@ -254,6 +254,12 @@ def test_quick_end_to_end_writes_results_and_reuses_finished_runs(tmp_path):
     assert "dense − sparse" in (out / "dense_vs_sparse-robotics.md").read_text()
     assert "training rollouts" in (out / "dense_vs_sparse-robotics.md").read_text()
     assert res["rollout_stats"]["dense"]["rollout/response_length"]["last"]["mean"] > 0
+    # Equal wall time: each arm's eval times (the trainer's clock), and dense read where sparse's time ran out.
+    timed = res["passes"]["greedy"]
+    assert timed["seconds"]["dense"][0] == 0 and timed["seconds"]["dense"][1] > 0
+    eq = timed["equal_time"]
+    assert eq["baseline"] == "sparse" and eq["baseline_seconds"] == timed["seconds"]["sparse"][-1]
+    assert eq["arms"]["dense"]["index"] in (0, 1) and "At equal wall time" in (out / "dense_vs_sparse-robotics.md").read_text()
     # The per-task outcomes average to the eval metric the trainer logged.
     logged = {json.loads(line)["step"]: json.loads(line) for line in (out / "dense-seed0" / "metrics.jsonl").read_text()
               .splitlines() if json.loads(line).get("kind") == "eval"}

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from densecode.errors import DensecodeError
-from densecode.eval.paired_bootstrap import Draws, compare_arms, percentile_interval, steps_to_reach
+from densecode.eval.paired_bootstrap import (Draws, compare_arms, compare_at_equal_time, percentile_interval,
+                                            steps_to_reach)
 
 
 def test_steps_to_reach_interpolates_between_eval_steps():
@@ -123,3 +124,23 @@ def test_steps_to_reach_interval_covers_the_true_crossing():
         fractions.append(s["reach_fraction"])
     assert hits / reps >= 0.85
     assert np.median(fractions) == pytest.approx(0.5, abs=0.08)
+
+
+def test_equal_time_reads_each_arm_where_the_baseline_s_time_ran_out():
+    """An arm as good per step but twice as slow is read at its middle eval: at equal time it is behind; a faster
+    arm is read at its last eval within the baseline's time."""
+    rng = np.random.default_rng(0)
+    curve = np.array([0.2, 0.4, 0.6])  # success probability at eval steps 0, 50, 100
+    tasks = 400
+    draw = lambda: (rng.random((3, 3, tasks)) < curve[None, :, None]).astype(float)
+    base, slow, fast = draw(), draw(), draw()
+    seconds = {"sparse": [0, 50, 100], "slow": [0, 100, 200], "fast": [0, 40, 80]}
+    res = compare_at_equal_time({"sparse": base, "slow": slow, "fast": fast}, seconds, baseline="sparse", n_boot=500)
+    assert res["baseline_seconds"] == 100.0
+    s, f = res["arms"]["slow"], res["arms"]["fast"]
+    assert (s["index"], s["seconds"]) == (1, 100.0) and (f["index"], f["seconds"]) == (2, 80.0)
+    assert s["difference"] == pytest.approx(slow[:, 1].mean() - base[:, 2].mean())
+    assert s["hi"] < 0 and s["excludes_zero"]  # 0.4 vs 0.6 on 3 x 400 draws
+    assert f["lo"] < 0 < f["hi"] and not f["excludes_zero"]  # the same curve, read at its end
+    with pytest.raises(DensecodeError, match="eval times"):
+        compare_at_equal_time({"sparse": base, "slow": slow}, {"sparse": [0, 1], "slow": [0, 1, 2]}, baseline="sparse")
