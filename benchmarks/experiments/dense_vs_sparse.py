@@ -477,7 +477,8 @@ def write_outputs(results: dict, out: Path, stem: str, publish: Path | None, dia
     if table:
         parts += [table, ""]
     if diag:
-        parts += ["Dense does not beat the baseline here: credit diagnostics per arm (all seeds pooled).", ""]
+        why = "" if results.get("credit") else "Dense does not beat the baseline here: "
+        parts += [f"{why}Credit diagnostics per arm (all seeds pooled).", ""]
         for arm, d in diag.items():
             parts += [diagnosis_markdown(d, f"{arm}"), ""]
         results["diagnostics"] = diag
@@ -639,13 +640,17 @@ def run(args) -> int:
     else:
         walls = run_sweep(specs, parallel=args.parallel, progress=not args.no_progress, archive_dir=archive)
     results = analyse(args, out, order, baseline, walls)
+    results["credit"] = bool(args.credit)
     results["wall_s_total_this_session"] = time.perf_counter() - t0
     diag = None
     final_ok = all(r["comparison"]["differences"].get("dense", {}).get("lo", [0])[-1] > 0
                    for r in results["passes"].values()) if not (args.ablation or args.credit) else True
-    if not final_ok:
+    # The credit comparison always gets every arm's diagnostics (the issue's "EV and sign agreement by position
+    # fifth" per estimator); dense vs sparse when dense does not win.
+    diag_arms = list(arms) if args.credit else [] if final_ok else ["dense", "sparse"]
+    if diag_arms:
         try:
-            diag = {arm: diagnose_runs([out / f"{arm}-seed{s}" for s in args.seeds]) for arm in ("dense", "sparse")}
+            diag = {arm: diagnose_runs([out / f"{arm}-seed{s}" for s in args.seeds]) for arm in diag_arms}
         except DensecodeError as exc:  # e.g. runs from an older trainer: the comparison still stands
             print(f"credit diagnostics skipped: {exc}", file=sys.stderr)
     stem = "ablation" if args.ablation else "credit" if args.credit else "dense_vs_sparse"
