@@ -49,8 +49,11 @@ def test_domain_eval_passes_the_code_prefix(tiny_model_dir, monkeypatch):
 
     spy = _Spy()
     monkeypatch.setattr(densecode.generation, "generate", spy)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok = AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
     cfg = load_config("robotics", ["generation.grammar_code_prefix=none"])
-    build_domain(cfg).generate(None, None, ["p"], temperature=0.0, seed=0)
+    build_domain(cfg).generate(model, tok, ["p"], temperature=0.0, seed=0)  # the held-out eval's sampling call
     assert spy.options == [{"code_prefix": "none"}]
 
 
