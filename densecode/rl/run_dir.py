@@ -99,7 +99,7 @@ class RunDir:
     def write_eval_tasks(self, step: int, rows: list[dict] | None) -> None:
         """Append an eval's per-task outcomes (one row per pass: greedy, sampled) to eval_tasks.jsonl, so runs can
         be compared task by task (paired bootstraps over tasks, benchmarks/experiments/dense_vs_sparse.py)."""
-        if self.is_main and rows:  # a task source that keeps no per-task outcomes (the multi-task mix) has none
+        if self.is_main and rows:  # a task source that keeps no per-task outcomes has none
             self._append("eval_tasks.jsonl", [{"step": step, **row} for row in rows])
 
     def write_rollouts(self, step: int, samples, reward_batch, algo_arrays: dict) -> None:

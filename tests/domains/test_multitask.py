@@ -225,6 +225,14 @@ def test_shipped_config_trains_robotics_and_codegen_on_the_outcome_recipe(tiny_m
     assert train[-1]["multi/robotics/quota"] + train[-1]["multi/codegen/quota"] == pytest.approx(1.0)
     assert train[-1]["multi/robotics/beta"] == 0.0 and train[-1]["multi/codegen/beta"] == 0.0
     assert {"eval/robotics/sampled_success_rate", "eval/codegen/sampled_pass_rate"} <= set(evals[-1])
+    # Each task's per-task outcomes, pass by pass, averaging to the metric logged for it (paired comparisons).
+    got = {(r["step"], r["pass"]): r for r in map(json.loads, (run / "eval_tasks.jsonl").read_text().splitlines())}
+    assert {p for _, p in got} == {"robotics/greedy", "robotics/sampled", "codegen/greedy", "codegen/sampled"}
+    for (step, p), r in got.items():
+        task, pass_name = p.split("/")
+        key = f"eval/{task}/{'sampled_' if pass_name == 'sampled' else ''}{r['metric']}"
+        assert r["task"] == task and len(r["values"]) == 2
+        assert np.mean(r["values"]) == pytest.approx(next(e for e in evals if e["step"] == step)[key])
     rollouts = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     step = [r for r in rollouts if r["step"] == rollouts[-1]["step"]]
     assert len(step) == 4 * 4  # 4 prompts x 4 responses

@@ -299,14 +299,20 @@ class MultiDomain(Domain):
         return out
 
     def evaluate(self, model, tokenizer, *, n: int, seed: int) -> dict[str, float]:
-        """Each task's own held-out eval (n tasks each), as eval/<task>/..., and the mean headline metric."""
+        """Each task's own held-out eval (n tasks each), as eval/<task>/..., and the mean headline metric.
+
+        The per-task outcomes of each task's passes go to `last_eval_rows` as passes "<task>/<pass>" (the trainer
+        writes them to eval_tasks.jsonl), so a task's change is paired over its own held-out tasks."""
         out: dict[str, float] = {}
         heads = []
+        rows: list[dict] = []
         for name, d in self.domains.items():
             m = d.evaluate(model, tokenizer, n=n, seed=seed)
             out.update({f"{name}/{k}": float(v) for k, v in m.items()})
             heads.append(_headline(d, m))
+            rows += [{**r, "pass": f"{name}/{r['pass']}", "task": name} for r in (d.last_eval_rows or [])]
         out["average/score"] = float(np.mean(heads))
+        self.last_eval_rows = rows or None
         return out
 
     sampled_metric_names: ClassVar[tuple[str, ...]] = ()
