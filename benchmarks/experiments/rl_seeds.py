@@ -282,11 +282,11 @@ def main() -> int:
         print(f"{n:<14} before {mean_sd(before):<16} after {mean_sd(after):<16} "
               f"gain {mean_sd([a - b for a, b in zip(after, before)])}  (n={len(rows)})")
     paired = paired_gains(run_dirs)
-    from densecode.rl.report import eval_task_metric
+    from densecode.rl.report import eval_task_metrics
 
-    metric = eval_task_metric(run_dirs[0]) if run_dirs else None
+    metrics = eval_task_metrics(run_dirs[0]) if run_dirs else {}
     for name, g in paired.items():
-        label = name if " " in name else f"{name} {metric or ''}".strip()  # e.g. "greedy coverage"
+        label = name if " " in name else f"{name} {metrics.get(name, '')}".strip()  # e.g. "greedy coverage"
         print(f"paired {label:<16} {g['before']:.3f} -> {g['after']:.3f}  gain {g['gain']:+.3f} "
               f"[{g['lo']:+.3f}, {g['hi']:+.3f}] (95%, {g['seeds']} seeds x {g['tasks']} tasks; per seed "
               + " ".join(f"{x:+.3f}" for x in g["per_seed_gain"]) + ")")

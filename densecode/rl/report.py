@@ -188,14 +188,22 @@ def eval_task_rows(run_dir: Path, values: str = "metric") -> dict[tuple[int, str
 
 def eval_task_metric(run_dir: Path) -> str | None:
     """The headline metric a run's eval_tasks.jsonl holds (None without that file)."""
+    return next(iter(eval_task_metrics(run_dir).values()), None)
+
+
+def eval_task_metrics(run_dir: Path) -> dict[str, str]:
+    """{pass: headline metric} of a run's eval_tasks.jsonl, in file order (a multi-task run's passes "<task>/<pass>"
+    each have their task's metric)."""
     path = run_dir / "eval_tasks.jsonl"
+    out: dict[str, str] = {}
     if path.is_file():
         for line in path.read_text().splitlines():
             try:
-                return str(json.loads(line)["metric"])
+                r = json.loads(line)
+                out.setdefault(str(r["pass"]), str(r["metric"]))
             except (ValueError, KeyError, TypeError):
                 continue
-    return None
+    return out
 
 
 def before_after_lines(run_dir: Path) -> list[str]:
