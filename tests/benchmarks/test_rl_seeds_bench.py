@@ -93,3 +93,17 @@ def test_finished_runs_are_archived_and_restored_on_a_machine_without_them(tmp_p
     monkeypatch.setattr(sys, "argv", argv[:-1] + ["algo.ppo.negative_scale=1"])
     with pytest.raises(DensecodeError, match="other settings"):
         bench.main()
+
+
+def test_each_eval_pass_keeps_its_own_metric(tmp_path):
+    """A multi-task run's eval_tasks.jsonl: every pass "<task>/<pass>" carries its task's headline metric."""
+    import json
+
+    from densecode.rl.report import eval_task_metric, eval_task_metrics
+
+    rows = [{"step": 0, "pass": "robotics/greedy", "metric": "success_rate", "values": [1.0], "outcomes": ["success"]},
+            {"step": 0, "pass": "codegen/greedy", "metric": "pass_rate", "values": [0.0], "outcomes": ["fail"]},
+            {"step": 5, "pass": "codegen/greedy", "metric": "pass_rate", "values": [1.0], "outcomes": ["success"]}]
+    (tmp_path / "eval_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert eval_task_metrics(tmp_path) == {"robotics/greedy": "success_rate", "codegen/greedy": "pass_rate"}
+    assert eval_task_metric(tmp_path) == "success_rate" and eval_task_metrics(tmp_path / "none") == {}
