@@ -95,6 +95,9 @@ CODE_GAE = ["algo.ppo.credit=gae", "algo.ppo.samples_per_prompt=1", "train.batch
 # codegen's arms ran on configs/codegen-gae.yaml's values when that was codegen.yaml; these two are the settings
 # the shipped codegen.yaml has changed since that CODE_GAE does not spell out.
 CODEGEN_GAE = CODE_GAE + ["algo.ppo.negative_scale=1", "algo.skip_zero_advantage_rows=false"]
+# The codegen default (configs/codegen.yaml) as an arm: the base of its credit-estimator arms.
+CODEGEN_NEG0_200 = CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
+                                                "algo.skip_zero_advantage_rows=true"]
 DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
     "robotics": ARMS,
     "codegen": {
@@ -102,17 +105,14 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
         "outcome": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
         "outcome-neg0": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
         # Five times the samples (robotics' greedy gain needed 200 steps): does codegen's greedy follow?
-        "outcome-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
-                                                              "algo.skip_zero_advantage_rows=true"],
+        "outcome-neg0-200steps": CODEGEN_NEG0_200,
         "gae-200steps": CODEGEN_GAE + ["train.lr=2e-5", "train.steps=200"],
         # Credit estimators (issue "Dense credit that pays") on the codegen default (outcome-neg0-200steps): the
         # outcome plus the located findings (syntax, lint, the raising line), β = algo.ppo.dense_scale.
-        "outcome-neg0-200steps-dense-b0.5": CODEGEN_GAE + CODE_RECIPE + [
-            "algo.ppo.negative_scale=0", "train.steps=200", "algo.skip_zero_advantage_rows=true",
-            "algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
-        "outcome-neg0-200steps-local-b0.5": CODEGEN_GAE + CODE_RECIPE + [
-            "algo.ppo.negative_scale=0", "train.steps=200", "algo.skip_zero_advantage_rows=true",
-            "algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
+        "outcome-neg0-200steps-dense-b0.5": CODEGEN_NEG0_200 + ["algo.ppo.credit=outcome+dense",
+                                                                "algo.ppo.dense_scale=0.5"],
+        "outcome-neg0-200steps-local-b0.5": CODEGEN_NEG0_200 + ["algo.ppo.credit=outcome+local",
+                                                                "algo.ppo.dense_scale=0.5"],
         # MicroCoder-GRPO's group advantage on the same settings (robotics' grpo-p1-kl0-neg0).
         "grpo-neg0-200steps": CODEGEN_GAE + CODE_RECIPE + ["train.steps=200", *GRPO, "algo.grpo.negative_scale=0"],
         # GRPO's greedy was flat at 200 steps while its sampled success rose: does it follow later, as PPO's did?
