@@ -7,7 +7,7 @@ coverage, commitmsg rouge_l, robotics success_rate) from the run's last eval, an
     python -m benchmarks.experiments.multitask --seeds 0 1 2 --parallel 2                  # the full benchmark (hours)
     python -m benchmarks.experiments.multitask --recipe gae --seeds 0 1 2 --parallel 2     # the published GAE one
     python -m benchmarks.experiments.multitask --quick                                     # pipeline check: ~minutes on CPU
-    python -m benchmarks.experiments.multitask --eval-split validation --arms specialists --steps 100   # a budget
+    python -m benchmarks.experiments.multitask --eval-split validation --arms specialists --steps 300 --eval-every 50
     python -m benchmarks.experiments.multitask --tasks codeio,robotics --steps 20 --arms astor joint --seeds 0
 
 Arms (`--arms`, default all):
@@ -187,7 +187,7 @@ def overrides(run: Run, args) -> list[str]:
     """The --set list of a run: the benchmark's budget, the algorithm's defaults here, the arm's switches, the
     user's --set (its per-task mappings cut to the run's tasks)."""
     sets = [f"tasks.tasks=[{','.join(run.tasks)}]", f"train.seed={run.seed}", f"train.batch_size={run.batch_size}",
-            f"train.eval_tasks={args.eval_tasks}", f"train.eval_every={args.steps}",
+            f"train.eval_tasks={args.eval_tasks}", f"train.eval_every={args.eval_every or args.steps}",
             f"train.save_every={args.save_every}", f"generation.max_new_tokens={args.max_new_tokens}", *args.extra]
     if args.algo == "grpo":
         # GRPO: beta_k acts in the loss (tasks.kl_beta, algo.grpo.beta), not in the reward; group advantages on each
@@ -514,6 +514,41 @@ def collect(args, workdir: Path) -> dict:
     return {**{key: {r: v for r, v in table.items() if v} for key, table in tables.items()}, "runs": runs_out}
 
 
+def learning(args, workdir: Path) -> list[dict]:
+    """Does each trained run learn its own tasks? Per run (multi-task arm or specialist), task and eval pass (greedy,
+    sampled), at every eval step after 0: the held-out score against the run's step-0 score on the same tasks, with
+    the paired 95% interval over tasks (one seed: the task part of the noise). Read from eval_tasks.jsonl."""
+    from densecode.rl.report import eval_task_rows, paired_interval
+
+    out = []
+    for seed in args.seeds:
+        runs = [Run(a, seed, list(args.tasks), 1) for a in args.arms if a in MULTI_ARMS]
+        if "specialists" in args.arms:
+            runs += [Run(f"specialist:{t}", seed, [t], 1) for t in args.tasks]
+        for run in runs:
+            rows = eval_task_rows(workdir / run.name)
+            for (step, name), after in sorted(rows.items()):
+                before = rows.get((0, name))
+                if step == 0 or before is None or len(before) != len(after) or not after:
+                    continue
+                task, _, decoding = name.rpartition("/")
+                mean, lo, hi = paired_interval(before, after)
+                out.append({"run": run.name, "arm": run.arm, "seed": seed, "task": task or run.tasks[0],
+                            "pass": decoding, "step": step, "before": statistics.fmean(before),
+                            "after": statistics.fmean(after), "change": mean, "lo": lo, "hi": hi, "n": len(after)})
+    return out
+
+
+def render_learning(rows: list[dict]) -> str:
+    lines = ["| run | task | pass | step | step 0 | score | change [95% interval over tasks] | tasks |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        flag = " **above 0**" if r["lo"] > 0 else " below 0" if r["hi"] < 0 else ""
+        lines.append(f"| {r['run']} | {r['task']} | {r['pass']} | {r['step']} | {r['before']:.3f} | {r['after']:.3f} "
+                     f"| {r['change']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]{flag} | {r['n']} |")
+    return "\n".join(lines)
+
+
 SCHEDULE_KEYS = ("quota", "potential", "potential_norm", "synergy", "utility", "beta")
 
 
@@ -686,6 +721,9 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--eval-split", choices=("validation", "test"), default=None,
                    help="every task's held-out split (default: each domain's own, test); validation is for choosing "
                         "the budget, with its own default workdir, archive and output folder")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="held-out evals every N steps (default: at step 0 and the last step only); with "
+                        "--eval-split validation the learning table shows each run's gain at every eval: the budget")
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 128 (--quick: 16)")
     p.add_argument("--save-every", type=int, default=None, help="checkpoint interval (default 10; --quick: 1)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -771,6 +809,7 @@ def _main(argv: list[str] | None) -> int:
                         f"{args.eval_tasks} held-out tasks per task)")
     result["differences"] = {key: paired_differences(result, key) for key in PASSES if result.get(key)}
     result["astor_schedule"] = schedule_summary(args, workdir) if "astor" in args.arms else {}
+    result["learning"] = learning(args, workdir)
     table = render_table(result, args)
     sampled_table = render_table(result, args, "sampled_scores") if result.get("sampled_scores") else ""
     (args.out / "multitask.json").write_text(json.dumps(result, indent=1))
@@ -793,6 +832,9 @@ def _main(argv: list[str] | None) -> int:
         md += [("ASTOR's scheduler, per task, averaged over its training steps and seeds (potential in the units of "
                 "`tasks.astor.potential_signal`):"), "", schedule_table, ""]
         table += "\n\nASTOR's scheduler (means over steps and seeds):\n" + schedule_table
+    if result["learning"]:
+        md += [("Does each run learn its own tasks? Held-out score at each eval against the run's step 0 on the same "
+                "tasks, paired 95% interval over tasks (one seed each):"), "", render_learning(result["learning"]), ""]
     (args.out / "multitask.md").write_text("\n".join(md))
     write_plot(result, args, args.out / "multitask.png")
     emit_records(result, args, command)

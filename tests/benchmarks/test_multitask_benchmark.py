@@ -138,12 +138,17 @@ def test_outcome_recipe_is_the_single_task_recipe_without_kl(tiny_model_dir, tmp
     assert spec["tasks"]["kl_beta"] == {"toy-a": 0.0}
     result = json.loads((tmp_path / "out" / "multitask.json").read_text())
     assert result["samples"]["astor"] == 2 * 4 * 4  # steps x prompts x responses per prompt
+    assert {r["run"] for r in result["learning"]} == {"astor-seed0", "specialist-toy-a-seed0", "specialist-toy-b-seed0"}
+    assert "Does each run learn its own tasks?" in (tmp_path / "out" / "multitask.md").read_text()
 
     # --eval-split validation: every task's evals on its validation split (choosing the budget), a workdir apart.
     val = _argv(tiny_model_dir, tmp_path, work="val", recipe="outcome")
     val += ["--archive", str(tmp_path / "archive-val")]  # the test-split archive's astor run is refused here
-    assert bench.main([*val, "--arms", "astor", "--eval-split", "validation"]) == 0
+    assert bench.main([*val, "--arms", "astor", "--eval-split", "validation", "--eval-every", "1"]) == 0
     cfg = yaml.safe_load((tmp_path / "val" / "astor-seed0" / "config.yaml").read_text())
+    assert cfg["train"]["eval_every"] == 1  # --eval-every: the learning table gets every step (choosing a budget)
+    steps = {r["step"] for r in json.loads((tmp_path / "out" / "multitask.json").read_text())["learning"]}
+    assert steps == {1, 2}
     assert {t: o["eval_split"] for t, o in cfg["tasks"]["options"].items()} == {"toy-a": "validation",
                                                                                "toy-b": "validation"}
 
@@ -206,3 +211,38 @@ def test_runs_saved_before_the_utility_signal_option_are_compared_as_they_ran():
     old_joint = bench.comparable(cfg("joint", "outcome", saved_without_it=True), saved=True)
     assert old_joint == bench.comparable(cfg("joint", "outcome")) == bench.comparable(cfg("joint", "reward"))
     assert bench.comparable(cfg("joint", "outcome")) != bench.comparable(cfg("astor", "outcome"))
+
+
+def test_learning_table_pairs_each_eval_with_the_runs_step_0_on_the_same_tasks(tmp_path):
+    """Each run's gain per task and pass at every eval after step 0: the paired mean change over tasks and its 95%
+    interval, flagged above / below 0 only when the interval excludes 0."""
+    from types import SimpleNamespace
+
+    bench = _bench()
+
+    def write(run: str, rows: list[tuple[int, str, list[float]]]) -> None:
+        d = tmp_path / run
+        d.mkdir()
+        (d / "eval_tasks.jsonl").write_text("".join(
+            json.dumps({"step": s, "pass": p, "metric": "success_rate", "task_ids": [str(i) for i in range(len(v))],
+                        "values": v, "outcomes": ["success" if x else "failure" for x in v]}) + "\n"
+            for s, p, v in rows))
+
+    before = [0.0] * 20 + [1.0] * 20
+    gained = [1.0] * 36 + [0.0] * 4      # 16 tasks fixed, none lost: an interval above 0
+    mixed = [1.0] * 20 + [0.0] * 20      # 20 fixed, 20 lost: mean 0, interval across 0
+    write("astor-seed0", [(0, "a/greedy", before), (0, "b/greedy", before), (10, "a/greedy", gained),
+                          (10, "b/greedy", mixed), (20, "a/greedy", gained[:-1])])  # a row of another length: skipped
+    write("specialist-a-seed0", [(0, "a/sampled", before), (10, "a/sampled", before)])
+    args = SimpleNamespace(seeds=[0], tasks=["a", "b"], arms=["astor", "specialists"])
+    rows = bench.learning(args, tmp_path)
+    got = {(r["run"], r["task"], r["pass"], r["step"]): r for r in rows}
+    assert set(got) == {("astor-seed0", "a", "greedy", 10), ("astor-seed0", "b", "greedy", 10),
+                        ("specialist-a-seed0", "a", "sampled", 10)}
+    a = got[("astor-seed0", "a", "greedy", 10)]
+    assert a["before"] == 0.5 and a["after"] == 0.9 and abs(a["change"] - 0.4) < 1e-12 and a["lo"] > 0
+    b = got[("astor-seed0", "b", "greedy", 10)]
+    assert abs(b["change"]) < 1e-12 and b["lo"] < 0 < b["hi"]
+    assert got[("specialist-a-seed0", "a", "sampled", 10)]["change"] == 0.0
+    table = bench.render_learning(rows)
+    assert table.count("**above 0**") == 1 and "below 0" not in table
