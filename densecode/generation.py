@@ -310,9 +310,10 @@ def _select_cache(past, index: torch.Tensor):
 
 @torch.inference_mode()
 def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, max_new_tokens: int, temperature: float,
-                    top_p: float, top_k: int, stop: list[str], eos_ids: set[int], grammar, generator,
+                    top_p: float, top_k: int, stops: list[list[str]], eos_ids: set[int], grammar, generator,
                     on_token=None, collect_hidden: bool = False) -> int:
-    """Fill `rows` (one per prompt in `prompts`) in place; return the batch's grammar fallbacks."""
+    """Fill `rows` (one per prompt in `prompts`; stops[i]: row i's stop strings) in place; return the batch's grammar
+    fallbacks."""
     device = next(model.parameters()).device
     # Samples of one prompt share its prompt pass: the prompt is run once and its KV cache copied to each of
     # its rows (RL draws n samples per prompt; the prompt pass is most of a long chat prompt's cost).
@@ -399,6 +400,7 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
             row.policy_logprobs.append(policy_token_logp[b])
             if verdicts is not None:
                 row.verdicts.append(verdicts[b])
+            stop = stops[r]
             if stop:
                 text = tokenizer.decode(row.token_ids, skip_special_tokens=True)
                 hit = _find_stop(text, stop, max(0, row.scanned_chars - max(map(len, stop)) + 1))
@@ -431,13 +433,15 @@ def _generate_batch(model, tokenizer, prompts: list[str], rows: list[_Row], *, m
 def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens: int = 128, temperature: float = 1.0,
              top_p: float = 1.0, top_k: int = 0, grammar: str = "off", stop: list[str] | None = None,
              batch_size: int = 16, seed: int | None = None, progress: bool = True, grammar_options: dict | None = None,
-             collect_hidden: bool = False) -> list[Generation]:
+             collect_hidden: bool = False, prompt_stops: list[list[str]] | None = None) -> list[Generation]:
     """`n` completions per prompt, prompt-major: result[i * n + j] is sample j of prompt i.
 
     grammar: off | check (record per-token verdicts, logits untouched) | constrain
     (only tokens the grammar accepts). `grammar_options` go to
     `densecode.grammar.GrammarProcessor` (e.g. `code_prefix`, `constrain_by`).
     collect_hidden: keep each sampled token's last hidden state (`Generation.hidden`).
+    prompt_stops: each prompt's own stop strings, instead of `stop` (a multi-task batch whose tasks end their
+    responses differently, e.g. at a newline and at a new `def`).
     """
     if grammar not in GRAMMAR_MODES:
         raise DensecodeError(f"grammar must be one of {', '.join(GRAMMAR_MODES)}; got {grammar!r}")
@@ -446,6 +450,9 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
     if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
         raise DensecodeError(f"need temperature >= 0, 0 < top_p <= 1, top_k >= 0 (got {temperature}, {top_p}, {top_k})")
     stop = [s for s in (stop or []) if s]
+    if prompt_stops is not None and len(prompt_stops) != len(prompts):
+        raise DensecodeError(f"prompt_stops has {len(prompt_stops)} lists for {len(prompts)} prompts")
+    per_prompt = [[s for s in p if s] for p in prompt_stops] if prompt_stops is not None else None
     if tokenizer.pad_token_id is None:
         from densecode.models import prepare_tokenizer
 
@@ -482,7 +489,8 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, max_new_tokens
             batch = rows[start:start + batch_size]
             fallbacks = _generate_batch(
                 model, tokenizer, [prompts[r.prompt_index] for r in batch], batch,
-                max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, stop=stop,
+                max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                stops=[per_prompt[r.prompt_index] if per_prompt is not None else stop for r in batch],
                 eos_ids=eos_ids, grammar=processor, generator=generator, on_token=count,
                 collect_hidden=collect_hidden,
             )

@@ -200,3 +200,25 @@ def test_samples_of_one_prompt_share_its_prompt_pass_and_match_one_row_batches(t
     # sampled: the rows of one prompt still draw independently
     sampled = generate(model, tok, [PROMPTS[1]], n=6, max_new_tokens=12, temperature=1.0, seed=0, progress=False)
     assert len({tuple(g.token_ids) for g in sampled}) > 1
+
+
+def test_prompt_stops_cut_each_prompt_at_its_own_strings(tiny):
+    """prompt_stops (a multi-task batch): each prompt's rows end at that prompt's stop strings only, and the same
+    list for every prompt is `stop` itself."""
+    model, tok = tiny
+    prompts = [PROMPTS[0], PROMPTS[2]]
+    full = generate(model, tok, prompts, n=2, max_new_tokens=16, temperature=0, progress=False)
+    a, b = full[0].completion[:3], full[2].completion[1:4]  # in one prompt's completion and not in the other's
+    assert a.strip() == "" and b.strip() and a not in full[2].completion and b not in full[0].completion
+    cut = generate(model, tok, prompts, n=2, max_new_tokens=16, temperature=0, progress=False,
+                   prompt_stops=[[a], [b]])
+    for g, s, whole in zip(cut, [a, a, b, b], full):
+        assert g.finish_reason == "stop" and s not in g.completion and whole.completion.startswith(g.completion)
+    # Prompt 0's string does not cut prompt 1's rows: nothing else stops them.
+    only_a = generate(model, tok, prompts, max_new_tokens=16, temperature=0, progress=False, prompt_stops=[[a], []])
+    assert only_a[0].finish_reason == "stop" and only_a[1].token_ids == full[2].token_ids
+    same = generate(model, tok, prompts, max_new_tokens=16, temperature=0, progress=False, prompt_stops=[[b], [b]])
+    shared = generate(model, tok, prompts, max_new_tokens=16, temperature=0, progress=False, stop=[b])
+    assert [g.token_ids for g in same] == [g.token_ids for g in shared] and shared[1].finish_reason == "stop"
+    with pytest.raises(DensecodeError, match="prompt_stops has 1 lists for 2 prompts"):
+        generate(model, tok, prompts, max_new_tokens=4, progress=False, prompt_stops=[[a]])

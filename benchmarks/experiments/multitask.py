@@ -102,6 +102,9 @@ OUTCOME_BASE = {
                      "vf_lr": 5.0e-4, "adaptive_kl": False},
              "grpo": {"group_size": 4}},
     "train": {**GAE_BASE["train"], "lr": 3.0e-5},
+    # Each task's responses end at its own stop strings, as in its single-task run and its evals (a codeio answer at
+    # its newline, not at --max-new-tokens with the rest trained on the outcome's advantage).
+    "tasks": {"task_stops": True},
 }
 RECIPES = {"outcome": OUTCOME_BASE, "gae": GAE_BASE}
 KL_ARMS = ("no_adaptive_kl", "shared_beta")  # arms that differ from astor only through beta_base

@@ -121,6 +121,10 @@ class TaskSource:
         """Per-sample weights [B] of the algorithm's KL loss term, given its own `base` (None = `base` for all)."""
         return None
 
+    def prompt_stops(self, tasks: list[dict]) -> list[list[str]] | None:
+        """Each training prompt's own stop strings (None: generation.stop for every prompt)."""
+        return None
+
 
 class _PlainTaskSource(TaskSource):
     """A task source that is not a TaskSource subclass: its train_batch and evaluate, every hook's default."""

@@ -134,7 +134,7 @@ class RolloutBatch:
 def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_tokens: int, temperature: float,
                      top_p: float, top_k: int, grammar: str, stop: list[str], batch_size: int, seed: int,
                      progress: bool = False, grammar_options: dict | None = None,
-                     collect_hidden: bool = True) -> list[Response]:
+                     collect_hidden: bool = True, prompt_stops: list[list[str]] | None = None) -> list[Response]:
     """n samples per prompt through densecode.generation (KV cache, stop strings, SynCode).
 
     Each response carries the sampling pass's own policy log-probs and hidden states,
@@ -144,7 +144,8 @@ def sample_responses(model, tokenizer, prompts: list[str], *, n: int, max_new_to
 
     gens = generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, grammar=grammar, stop=stop, batch_size=batch_size, seed=seed,
-                    progress=progress, grammar_options=grammar_options, collect_hidden=collect_hidden)
+                    progress=progress, grammar_options=grammar_options, collect_hidden=collect_hidden,
+                    prompt_stops=prompt_stops)
     responses = []
     for g in gens:
         policy = list(g.policy_logprobs)

@@ -34,11 +34,13 @@ class SamplingParams:
                    stop=tuple(gen.stop), train_stop_tokens=bool(gen.train_stop_tokens),
                    batch_size=int(gen.batch_size))
 
-    def sampler_kwargs(self, temperature: float) -> dict:
-        """The keyword arguments of densecode.rl.rollout.sample_responses (and of any drop-in sampler)."""
-        return {"max_new_tokens": self.max_new_tokens, "temperature": temperature, "top_p": self.top_p,
-                "top_k": self.top_k, "grammar": self.grammar, "stop": list(self.stop), "batch_size": self.batch_size,
-                "grammar_options": {"code_prefix": self.grammar_code_prefix}}
+    def sampler_kwargs(self, temperature: float, prompt_stops: list[list[str]] | None = None) -> dict:
+        """The keyword arguments of densecode.rl.rollout.sample_responses (and of any drop-in sampler);
+        prompt_stops (each prompt's own stop strings, from a multi-task source) only when given."""
+        kwargs = {"max_new_tokens": self.max_new_tokens, "temperature": temperature, "top_p": self.top_p,
+                  "top_k": self.top_k, "grammar": self.grammar, "stop": list(self.stop), "batch_size": self.batch_size,
+                  "grammar_options": {"code_prefix": self.grammar_code_prefix}}
+        return {**kwargs, "prompt_stops": prompt_stops} if prompt_stops is not None else kwargs
 
 
 @dataclass(frozen=True)

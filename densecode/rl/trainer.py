@@ -128,10 +128,10 @@ class Trainer:
         prompts, tasks = self.task_source.train_batch(s.batch_size, seed_for(s.seed, step, proc, 1))
         temperature = float(self.algo.sampling_temperature(step))
         timings: dict[str, float] = {}
+        kwargs = self.sampling.sampler_kwargs(temperature, self.task_source.prompt_stops(tasks))
         with phase_timer(timings, "generate"):
             responses = self.sampler(self.unwrapped.policy, self.tokenizer, prompts, n=self.algo.samples_per_prompt,
-                                     seed=seed_for(s.seed, step, proc, 2), progress=False,
-                                     **self.sampling.sampler_kwargs(temperature))
+                                     seed=seed_for(s.seed, step, proc, 2), progress=False, **kwargs)
             # The EOS decision is an action too: keep the token that was sampled (a model may have
             # several end tokens) so the update credits stopping on the token the policy chose.
             append_stop_tokens(responses, self.tokenizer, stop_strings=self.sampling.train_stop_tokens)

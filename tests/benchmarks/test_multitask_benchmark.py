@@ -134,6 +134,7 @@ def test_outcome_recipe_is_the_single_task_recipe_without_kl(tiny_model_dir, tmp
     assert cfg["algo"]["ppo"]["credit"] == "outcome" and cfg["algo"]["ppo"]["samples_per_prompt"] == 4
     assert cfg["algo"]["ppo"]["negative_scale"] == 0.0 and cfg["generation"]["top_p"] == 1.0
     assert cfg["tasks"]["kl_beta"] == {"toy-a": 0.0, "toy-b": 0.0}
+    assert cfg["tasks"]["task_stops"] is True  # each task's responses end at its own stops, as in its own runs
     spec = yaml.safe_load((tmp_path / "work" / "specialist-toy-a-seed0" / "config.yaml").read_text())
     assert spec["tasks"]["kl_beta"] == {"toy-a": 0.0}
     result = json.loads((tmp_path / "out" / "multitask.json").read_text())

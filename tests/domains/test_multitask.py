@@ -478,3 +478,42 @@ def test_a_sample_without_an_outcome_is_left_out_of_the_utilities():
     for t in ("toy-a", "toy-b"):
         assert domain.scheduler.recent[t] == [o for o, task in zip(outcomes, tasks) if task["_domain"] == t
                                               and o is not None]
+
+
+def test_task_stops_end_each_tasks_responses_at_its_own_stop_strings(tiny_model_dir, tmp_path, monkeypatch):
+    """tasks.task_stops: a training prompt's responses end at its own task's stop strings (those its held-out eval
+    uses: generation.stop when set, else the domain's own), not at one list for every task."""
+    import densecode.rl.trainer as trainer_module
+
+    from densecode.domains.codeio.domain import CodeioDomain
+    from densecode.domains.commitmsg import CommitmsgDomain
+
+    domain = build_domain(load_config(None, ["domain=multi", "tasks.tasks=[codeio,commitmsg]", "tasks.task_stops=true",
+                                             "generation.stop=[]"]))
+    prompts, tasks = domain.train_batch(6, seed=0)
+    want = {"codeio": CodeioDomain.stop, "commitmsg": CommitmsgDomain.stop}
+    assert domain.prompt_stops(tasks) == [want[t["_domain"]] for t in tasks]
+    assert {t["_domain"] for t in tasks} == {"codeio", "commitmsg"}
+    shared = build_domain(load_config(None, ["domain=multi", "tasks.tasks=[codeio,commitmsg]", "tasks.task_stops=true",
+                                             "generation.stop=[END]"]))
+    assert shared.prompt_stops(tasks) == [["END"]] * len(tasks)  # generation.stop set: what every task's eval uses
+    assert build_domain(load_config(None, ["domain=multi", "tasks.tasks=[codeio,commitmsg]"])).prompt_stops(tasks) is None
+
+    # In training: the trainer hands each prompt's list to the sampler, and toy-b's responses end at its " ".
+    monkeypatch.setattr(toy_domains.ToyB, "stop", [" "])
+    seen = []
+    real = trainer_module.sample_responses
+
+    def spy(model, tokenizer, prompts, **kwargs):
+        seen.append((list(prompts), kwargs.get("prompt_stops")))
+        return real(model, tokenizer, prompts, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "sample_responses", spy)
+    run = tmp_path / "run"
+    assert _train(tiny_model_dir, run, "--steps", "1", "--set", "tasks.task_stops=true", "--set", "generation.stop=[]",
+                  "--set", "train.rollouts_every=1", "--set", "train.eval_every=0", "--set", "tasks.schedule=joint") == 0
+    (prompts, stops), = seen
+    assert stops == [[" "] if p.startswith("say y") else [] for p in prompts] and [" "] in stops and [] in stops
+    rows = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["task"]["_domain"] for r in rows} == {"toy-a", "toy-b"}
+    assert all(" " not in r["response"] for r in rows if r["task"]["_domain"] == "toy-b")

@@ -97,6 +97,16 @@ class MultiDomain(Domain):
         # answer cut there keeps its code (an unclosed block is read to its end).
         return sorted({s for d in self.domains.values() if d.prompt_style == "chat" for s in d.stop_strings(configured)})
 
+    def prompt_stops(self, tasks: list[dict]) -> list[list[str]] | None:
+        """tasks.task_stops: each training prompt's stop strings are its own task's (the trainer's hook)."""
+        if not self.options.task_stops:
+            return None
+        from densecode.rl.settings import SamplingParams
+
+        configured = list(SamplingParams.from_config(self.generation).stop)
+        own = {name: d.stop_strings(configured) for name, d in self.domains.items()}
+        return [own[t["_domain"]] for t in tasks]
+
     def style_tasks(self, tasks: list[dict]) -> list[dict]:
         return tasks  # styled by each task's own domain (tasks(), train_batch)
 

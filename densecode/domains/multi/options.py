@@ -62,4 +62,8 @@ class MultiOptions(DomainOptions):
     kl_beta: dict[str, float] = field(default_factory=dict)
     # Curriculum: steps per task (0 = train.steps / number of tasks, read when the reward is built).
     curriculum_steps: int = 0
+    # Where a training response ends: false = at generation.stop, one list for every task; true = at its own task's
+    # stop strings, the ones its held-out eval uses (generation.stop when set, else the domain's own: codeio and
+    # commitmsg end at a newline, codegen at a new `def`), as in a single-task run of that domain.
+    task_stops: bool = False
     astor: AstorOptions = field(default_factory=AstorOptions)
