@@ -98,6 +98,8 @@ CODEGEN_GAE = CODE_GAE + ["algo.ppo.negative_scale=1", "algo.skip_zero_advantage
 # The codegen default (configs/codegen.yaml) as an arm: the base of its credit-estimator arms.
 CODEGEN_NEG0_200 = CODEGEN_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.steps=200",
                                                 "algo.skip_zero_advantage_rows=true"]
+# testgen's outcome recipe as an arm (`outcome-neg0`): the base of its lr and credit-estimator arms.
+TESTGEN_NEG0 = CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"]
 DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
     "robotics": ARMS,
     "codegen": {
@@ -121,14 +123,12 @@ DOMAIN_ARMS: dict[str, dict[str, list[str]]] = {
     "testgen": {
         "gae": CODE_GAE + ["train.lr=1e-4"],
         "outcome": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=1"],
-        "outcome-neg0": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0"],
-        "outcome-neg0-lr1e-4": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0", "train.lr=1e-4"],
+        "outcome-neg0": TESTGEN_NEG0,
+        "outcome-neg0-lr1e-4": TESTGEN_NEG0 + ["train.lr=1e-4"],
         # Credit estimators (issue "Dense credit that pays") on outcome-neg0: the outcome plus each assert's located
         # value (coverage and kill gains, the failing assert's penalty) and syntax errors, β = algo.ppo.dense_scale.
-        "outcome-neg0-dense-b0.5": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0",
-                                                             "algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
-        "outcome-neg0-local-b0.5": CODE_GAE + CODE_RECIPE + ["algo.ppo.negative_scale=0",
-                                                             "algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
+        "outcome-neg0-dense-b0.5": TESTGEN_NEG0 + ["algo.ppo.credit=outcome+dense", "algo.ppo.dense_scale=0.5"],
+        "outcome-neg0-local-b0.5": TESTGEN_NEG0 + ["algo.ppo.credit=outcome+local", "algo.ppo.dense_scale=0.5"],
     },
 }
 EVAL = ["tasks.eval_split=validation", "train.eval_tasks=300", "train.eval_every=20", "train.save_every=20"]
